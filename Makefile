@@ -1,0 +1,69 @@
+# gpufleet.node developer entry points. `make help` lists them.
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := help
+
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+COLLECTION_LINK := .build/collections/ansible_collections/gpufleet/node
+RELEASES ?= bookworm sid
+SCENARIO ?= default
+export PATH := $(CURDIR)/$(BIN):$(PATH)
+export ANSIBLE_COLLECTIONS_PATH := $(CURDIR)/.build/collections
+export PY_COLORS := 0
+export ANSIBLE_FORCE_COLOR := 0
+
+.PHONY: help venv collection docker images lint yamllint ansible-lint sanity units molecule molecules test build clean
+
+help:  ## list the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-18s %s\n", $$1, $$2}'
+
+$(BIN)/.installed: requirements-dev.txt
+	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python 3.11 or later is needed"'
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -r requirements-dev.txt
+	touch $@
+
+venv: $(BIN)/.installed  ## create the virtualenv from the pinned requirements-dev.txt
+
+collection: $(COLLECTION_LINK)  ## make the checkout visible as gpufleet.node
+
+$(COLLECTION_LINK):
+	mkdir -p $(dir $@)
+	ln -sfn ../../../.. $@
+
+docker:  ## install and start the Docker daemon when it does not answer
+	lab/labctl docker
+
+images: docker  ## build or reuse the node base images (RELEASES="bookworm sid")
+	lab/labctl images $(RELEASES)
+
+yamllint: venv
+	$(BIN)/yamllint --strict .
+
+ansible-lint: venv collection
+	$(BIN)/ansible-lint --profile production
+
+lint: yamllint ansible-lint  ## yamllint and ansible-lint (profile production)
+
+sanity: venv  ## ansible-test sanity on the collection, no ignore files
+	$(BIN)/python tests/sanity/run.py
+
+units: venv collection  ## unit tests (pytest)
+	$(BIN)/pytest tests/unit
+
+molecule: venv collection images  ## one scenario: make molecule SCENARIO=name
+	$(BIN)/molecule test -s $(SCENARIO)
+
+molecules: venv collection images  ## every molecule scenario
+	$(BIN)/molecule test --all
+
+test: lint sanity units molecules  ## everything CI runs, stopping at the first failure
+
+build: venv  ## build the Galaxy artifact
+	$(BIN)/ansible-galaxy collection build --force
+
+clean:  ## remove the virtualenv and build tree (caches under /var/cache/gpufleet stay)
+	rm -rf $(VENV) .build

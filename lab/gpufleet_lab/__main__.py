@@ -1,0 +1,3 @@
+from gpufleet_lab.cli import main
+
+raise SystemExit(main())

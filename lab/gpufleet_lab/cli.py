@@ -1,0 +1,32 @@
+"""Command-line entry of the lab: `python -m gpufleet_lab <command>` (see `--help`)."""
+from __future__ import annotations
+
+import argparse
+import sys
+
+from gpufleet_lab import docker_daemon, images
+from gpufleet_lab.proc import LabError
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="labctl", description="The gpufleet.node test lab.")
+    commands = parser.add_subparsers(dest="command", required=True)
+    commands.add_parser("docker", help="install and start the Docker daemon when it does not answer")
+    build = commands.add_parser("images", help="build (or reuse) the node base images")
+    build.add_argument("releases", nargs="*", default=["bookworm"], choices=sorted(images.RELEASES),
+                       help="Debian releases (default: bookworm)")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        if args.command == "docker":
+            docker_daemon.ensure()
+        elif args.command == "images":
+            for release in args.releases:
+                images.ensure(release)
+    except LabError as error:
+        print(f"labctl: {error}", file=sys.stderr)
+        return 1
+    return 0
