@@ -1,0 +1,414 @@
+"""Parsers of plugins/module_utils/_nvidia_parsers.py on the recorded real outputs in tests/fixtures/nvidia."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ansible_collections.gpufleet.node.plugins.module_utils import _nvidia_parsers as p
+
+FIXTURES = Path(__file__).resolve().parents[3] / "fixtures" / "nvidia"
+
+
+def fixture(name: str) -> str:
+    return (FIXTURES / name).read_text(encoding="utf-8")
+
+
+def test_every_fixture_has_provenance():
+    sources = (FIXTURES / "SOURCES.md").read_text(encoding="utf-8")
+    files = sorted(path.name for path in FIXTURES.glob("*.txt"))
+    assert len(files) >= 40
+    for name in files:
+        assert f"`{name}`" in sources, name
+
+
+# ----------------------------------------------------------------------------- --query-gpu
+
+RTX2080_FIELDS = (
+    "power.limit,power.min_limit,power.max_limit,memory.total,vbios_version,driver_version,name,gpu_uuid,power.draw,"
+    "temperature.gpu,temperature.memory,clocks.current.graphics,clocks.sm,clocks.mem,utilization.gpu,utilization.memory,"
+    "fan.speed,pcie.link.width.current,pstate"
+).split(",")
+
+
+def test_query_noheader_nounits_rtx2080():
+    rows = p.parse_query_gpu_csv(fixture("query-gpu-csv-noheader-nounits_RTX-2080_driver-440.64.txt"), RTX2080_FIELDS)
+    assert len(rows) == 1
+    row = rows[0]
+    assert row["name"] == "GeForce RTX 2080"
+    assert row["driver_version"] == "440.64"
+    assert row["memory.total"] == "7979"
+    assert row["gpu_uuid"] == "GPU-00000000-0000-0000-0000-000000000000"
+    assert row["temperature.memory"] is None  # unbracketed N/A
+
+
+@pytest.mark.parametrize(
+    "name, count, checks",
+    [
+        ("query-gpu-csv_all-fields_H100-80GB-HBM3_MIG-enabled_driver-590.48.01.txt", 1,
+         {"index": "0", "name": "NVIDIA H100 80GB HBM3", "pci.bus_id": "00000000:00:09.0", "memory.total": "81559",
+          "persistence_mode": "Enabled", "mig.mode.current": "Enabled", "driver_version": "590.48.01",
+          "vgpu_driver_capability.heterogenous_multivGPU": None, "display_mode": None}),
+        ("query-gpu-csv_name-busid-driver-util-mem-temp-clocks_RTX-2060_460.91.03.txt", 1,
+         {"name": "GeForce RTX 2060", "pci.bus_id": "00000000:09:00.0", "driver_version": "460.91.03", "memory.total": "5934",
+          "utilization.gpu": "20", "clocks.max.graphics": "2160"}),
+        ("query-gpu-csv_name-pcibus-index-uuid_5-GPU-mixed-GeForce.txt", 5,
+         {"name": "GeForce GTX 1060 6GB", "pci.bus": "0x01", "index": "0", "uuid": "GPU-00000000-0000-0000-0000-000000000000"}),
+        ("query-gpu-csv_pcibusid-mig-mode_H100_MIG-enabled.txt", 1, {"pci.bus_id": "00000000:01:00.0", "mig.mode.current": "Enabled"}),
+        ("query-gpu-csv_T4_index-name-mem-fabric-state_530.30.02.txt", 1,
+         {"index": "0", "name": "Tesla T4", "memory.total": "15360", "memory.used": "31", "fabric.state": "state  N/A"}),
+    ],
+)
+def test_query_with_header(name, count, checks):
+    rows = p.parse_query_gpu_csv(fixture(name))
+    assert len(rows) == count
+    for key, value in checks.items():
+        assert rows[0][key] == value, key
+
+
+def test_query_with_header_all_rows_of_5_gpu_rig():
+    rows = p.parse_query_gpu_csv(fixture("query-gpu-csv_name-pcibus-index-uuid_5-GPU-mixed-GeForce.txt"))
+    assert [row["index"] for row in rows] == ["0", "1", "2", "3", "4"]
+    assert rows[1]["name"] == "GeForce GTX 1080 Ti"
+
+
+def test_gpus_from_query_of_h100_capture():
+    rows = p.parse_query_gpu_csv(fixture("query-gpu-csv_all-fields_H100-80GB-HBM3_MIG-enabled_driver-590.48.01.txt"))
+    module_rows = [dict((field, row[field]) for field in p.QUERY_GPU_FIELDS) for row in rows]
+    gpus = p.gpus_from_query(module_rows)
+    assert gpus == [{
+        "index": 0, "name": "NVIDIA H100 80GB HBM3", "uuid": "GPU-00000000-0000-0000-0000-000000000000",
+        "pci_bus_id": "00000000:00:09.0", "memory_total_mib": 81559, "persistence_mode": "Enabled", "mig_mode": "Enabled",
+        "driver_version": "590.48.01", "mig_devices": [],
+    }]
+
+
+GOOD_ROW = "0, NVIDIA H100 80GB HBM3, GPU-00000000-0000-0000-0000-000000000000, 00000000:18:00.0, 81559, Enabled, Disabled, 565.57.01"
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("", "empty"),
+        ("\n\n", "empty"),
+        (None, "no output"),
+        (GOOD_ROW.rsplit(",", 3)[0], "row 1 has 5 values, expected 8"),
+        (GOOD_ROW + "\n0, NVIDIA H100 80GB HB", "row 2 has 2 values"),
+        (GOOD_ROW + ", extra", "row 1 has 9 values"),
+    ],
+)
+def test_query_malformed(text, message):
+    with pytest.raises(p.NvidiaParseError, match=message):
+        p.parse_query_gpu_csv(text, p.QUERY_GPU_FIELDS)
+
+
+@pytest.mark.parametrize(
+    "row, message",
+    [
+        (GOOD_ROW.replace("0, NVIDIA", "x, NVIDIA", 1), "field index is 'x', expected an integer"),
+        (GOOD_ROW.replace("81559", "81559 MiB"), "field memory.total is '81559 MiB'"),
+        (GOOD_ROW.replace("GPU-0000", "0000", 1), "does not start with GPU-"),
+        (GOOD_ROW.replace("565.57.01", "garbage"), "driver_version 'garbage' is not a version"),
+        (GOOD_ROW.replace("NVIDIA H100 80GB HBM3", "[N/A]"), "no value for name"),
+    ],
+)
+def test_gpus_from_query_bad_values(row, message):
+    rows = p.parse_query_gpu_csv(row, p.QUERY_GPU_FIELDS)
+    with pytest.raises(p.NvidiaParseError, match=message):
+        p.gpus_from_query(rows)
+
+
+def test_query_header_only():
+    with pytest.raises(p.NvidiaParseError, match="header only"):
+        p.parse_query_gpu_csv(fixture("query-gpu-csv_pcibusid-mig-mode_H100_MIG-enabled.txt").splitlines()[0])
+
+
+# ----------------------------------------------------------------------------- -L
+
+@pytest.mark.parametrize(
+    "name, expected",
+    [
+        ("smi-L_2xQuadro-RTX-4000_driver-535.129.03.txt", [("Quadro RTX 4000", []), ("Quadro RTX 4000", [])]),
+        ("smi-L_4xA100-SXM4-80GB_MIG-on-GPU0-4x1g.20gb.txt",
+         [("NVIDIA A100-SXM4-80GB", ["1g.20gb"] * 4)] + [("NVIDIA A100-SXM4-80GB", [])] * 3),
+        ("smi-L_A100-80GB-PCIe_MIG-2x3g.40gb_driver-530.30.02.txt", [("NVIDIA A100 80GB PCIe", ["3g.40gb", "3g.40gb"])]),
+        ("smi-L_A100-SXM4-80GB_MIG-7x1g.10gb_driver-535.216.01.txt", [("NVIDIA A100-SXM4-80GB", ["1g.10gb"] * 7)]),
+        ("smi-L_H100-80GB-HBM3_MIG-4-devices_driver-590.48.01.txt",
+         [("NVIDIA H100 80GB HBM3", ["3g.40gb", "2g.20gb", "1g.10gb", "1g.10gb"])]),
+    ],
+)
+def test_smi_list(name, expected):
+    gpus = p.parse_smi_list(fixture(name))
+    assert [(gpu["name"], [mig["profile"] for mig in gpu["mig_devices"]]) for gpu in gpus] == expected
+    assert [gpu["index"] for gpu in gpus] == list(range(len(expected)))
+    for gpu in gpus:
+        assert gpu["uuid"].startswith("GPU-")
+        assert [mig["index"] for mig in gpu["mig_devices"]] == list(range(len(gpu["mig_devices"])))
+        assert all(mig["uuid"].startswith("MIG-") for mig in gpu["mig_devices"])
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("", "no GPU lines"),
+        ("  MIG 1g.10gb     Device  0: (UUID: MIG-00000000-0000-0000-0000-000000000000)", "MIG device before any GPU"),
+        ("GPU 0: NVIDIA A100-SXM4-80GB (UUID: GPU-0000", "line 1 is not a GPU or MIG line"),
+        (fixture("error_smi-couldnt-communicate-with-driver.txt"), "line 1 is not a GPU or MIG line"),
+    ],
+)
+def test_smi_list_malformed(text, message):
+    with pytest.raises(p.NvidiaParseError, match=message):
+        p.parse_smi_list(text)
+
+
+# ----------------------------------------------------------------------------- error classification
+
+@pytest.mark.parametrize(
+    "name, rc, error_class, pci, nvml",
+    [
+        ("error_smi-couldnt-communicate-with-driver.txt", 9, "cannot_communicate", None, None),
+        ("error_no-devices-were-found.txt", 6, "no_devices", None, None),
+        ("error_no-devices-were-found_invalid-index-i-1_T4.txt", 6, "no_devices", None, None),
+        ("error_nvml-driver-library-mismatch_legacy-no-version-line.txt", 18, "driver_library_mismatch", None, None),
+        ("error_nvml-driver-library-mismatch_legacy_10xQuadro-RTX-8000_470.txt", 18, "driver_library_mismatch", None, None),
+        ("error_nvml-driver-library-mismatch_with-nvml-version_570.124.txt", 18, "driver_library_mismatch", None, "570.124"),
+        ("error_nvml-unknown-error_container-lost-devices.txt", 255, "unknown_error", None, None),
+        ("error_gpu-is-lost_reboot-to-recover.txt", 15, "gpu_lost", "0000:03:00.0", None),
+        ("error_unable-to-determine-device-handle_new-format-no-space.txt", 255, "unknown_error", "0000:07:00.0", None),
+        ("error_unable-to-determine-device-handle_old-format-with-space.txt", 255, "unknown_error", "0000:0B:00.0", None),
+        ("mig-lci_error_insufficient-permissions.txt", 4, "insufficient_permissions", None, None),
+    ],
+)
+def test_classify_real_errors(name, rc, error_class, pci, nvml):
+    text = fixture(name)
+    result = p.classify_smi_output(text, rc)
+    assert result["error_class"] == error_class
+    assert result["pci_bus_id"] == pci
+    assert result["nvml_version"] == nvml
+    assert result["message"] == text.strip().splitlines()[0].strip()
+    # the text alone classifies the same way (exit status unknown)
+    assert p.classify_smi_output(text, 0)["error_class"] == error_class
+
+
+@pytest.mark.parametrize("name", ["smi-L_2xQuadro-RTX-4000_driver-535.129.03.txt",
+                                  "query-gpu-csv-noheader-nounits_RTX-2080_driver-440.64.txt",
+                                  "smi-table_8xH100-80GB-HBM3_driver-565.57.01.txt"])
+def test_classify_healthy_output_is_none(name):
+    assert p.classify_smi_output(fixture(name), 0) is None
+
+
+def test_classify_unknown_failure_and_empty():
+    assert p.classify_smi_output("", 3) == {"error_class": "failed", "message": "nvidia-smi exited with status 3 and printed nothing",
+                                            "pci_bus_id": None, "nvml_version": None}
+    assert p.classify_smi_output("Segmentation fault", 139)["message"] == "Segmentation fault"
+
+
+def test_device_handle_errors_next_to_rows():
+    text = GOOD_ROW + "\n" + fixture("error_gpu-is-lost_reboot-to-recover.txt")
+    errors = p.device_handle_errors(text)
+    assert errors == [{"pci_bus_id": "0000:03:00.0", "reason": "GPU is lost.  Reboot the system to recover this GPU",
+                       "line": fixture("error_gpu-is-lost_reboot-to-recover.txt").strip()}]
+    assert len(p.parse_query_gpu_csv(text, p.QUERY_GPU_FIELDS)) == 1
+
+
+# ----------------------------------------------------------------------------- driver versions
+
+@pytest.mark.parametrize(
+    "name, version, flavour, arch",
+    [
+        ("proc-driver-nvidia-version_470.103.01_stale-module-during-mismatch.txt", "470.103.01", "proprietary", "x86_64"),
+        ("proc-driver-nvidia-version_470.63.01_after-fix_CentOS7.txt", "470.63.01", "proprietary", "x86_64"),
+        ("proc-driver-nvidia-version_jetson-aarch64_35.3.1.txt", "35.3.1", "open", "aarch64"),
+        ("proc-driver-nvidia-version_proprietary_384.98.txt", "384.98", "proprietary", "x86_64"),
+        ("proc-driver-nvidia-version_proprietary_580.173.02_during-mismatch.txt", "580.173.02", "proprietary", "x86_64"),
+    ],
+)
+def test_proc_driver_version(name, version, flavour, arch):
+    parsed = p.parse_proc_driver_version(fixture(name))
+    assert (parsed["version"], parsed["flavour"], parsed["arch"]) == (version, flavour, arch)
+    assert parsed["gcc"].startswith("gcc version")
+
+
+def test_proc_driver_version_open_module_from_dmesg_banner():
+    # The open module's banner (dmesg) has the same shape as its /proc/driver/nvidia/version line.
+    banner = fixture("xid_31_mmu-fault_open-kmod-595.71.05_dmesg.txt").splitlines()[0].split("] NVRM: loading ", 1)[1]
+    parsed = p.parse_proc_driver_version("NVRM version: " + banner)
+    assert (parsed["version"], parsed["flavour"], parsed["arch"]) == ("595.71.05", "open", "x86_64")
+
+
+@pytest.mark.parametrize("text, message", [
+    ("", "empty"),
+    ("NVRM version: NVIDIA UNIX x86_64 Kernel Module", "first line is not"),
+    ("GCC version:  gcc version 4.8.5", "first line is not"),
+    (None, "no output"),
+])
+def test_proc_driver_version_malformed(text, message):
+    with pytest.raises(p.NvidiaParseError, match=message):
+        p.parse_proc_driver_version(text)
+
+
+@pytest.mark.parametrize("name, version", [
+    ("sys-module-nvidia-version_470.103.01_stale-module-during-mismatch.txt", "470.103.01"),
+    ("sys-module-nvidia-version_470.63.01_after-fix.txt", "470.63.01"),
+])
+def test_sys_module_version(name, version):
+    assert p.parse_module_version(fixture(name)) == version
+
+
+@pytest.mark.parametrize("text", ["", "470.", "abc", "470.63.01 extra"])
+def test_sys_module_version_malformed(text):
+    with pytest.raises(p.NvidiaParseError, match="is not a version"):
+        p.parse_module_version(text)
+
+
+@pytest.mark.parametrize("filename, version", [
+    ("libnvidia-ml.so.535.261.03", "535.261.03"), ("libnvidia-ml.so.570.124", "570.124"),
+    ("libnvidia-ml.so.1", None), ("libnvidia-ml.so", None), ("libcuda.so.535.261.03", None),
+])
+def test_version_from_library_name(filename, version):
+    assert p.version_from_library_name(filename) == version
+
+
+# ----------------------------------------------------------------------------- kernel files
+
+@pytest.mark.parametrize(
+    "name, loaded, not_loaded",
+    [
+        ("lsmod-grep-nv_nvidia-only-NO-nvidia_uvm_410.48.txt", ["nvidia"], ["nvidia_uvm", "nvidia_drm", "nvidia_modeset"]),
+        ("lsmod-grep-nvidia_desktop_uvm-drm-modeset_595.71.05.txt", ["nvidia", "nvidia_uvm", "nvidia_drm", "nvidia_modeset"],
+         ["nvidia_peermem"]),
+        ("lsmod-grep-nvidia_empty_module-not-loaded.txt", [], ["nvidia", "nvidia_uvm"]),
+    ],
+)
+def test_modules(name, loaded, not_loaded):
+    modules = p.parse_proc_modules(fixture(name))
+    for module in loaded:
+        assert module in modules
+    for module in not_loaded:
+        assert module not in modules
+
+
+def test_modules_fields_and_proc_modules_format():
+    modules = p.parse_proc_modules(fixture("lsmod-grep-nvidia_desktop_uvm-drm-modeset_595.71.05.txt"))
+    assert modules["nvidia"] == {"size": 16297984, "refcount": 39, "used_by": ["nvidia_uvm", "nvidia_modeset"], "state": None}
+    # /proc/modules layout (trailing comma in the used-by list, "-" for none, state and address columns)
+    text = "nvidia_uvm 2461696 0 - Live 0x0000000000000000 (POE)\nnvidia_modeset 2187264 3 nvidia_drm, Live 0x0000000000000000 (POE)\n"
+    modules = p.parse_proc_modules(text)
+    assert modules["nvidia_uvm"] == {"size": 2461696, "refcount": 0, "used_by": [], "state": "Live"}
+    assert modules["nvidia_modeset"]["used_by"] == ["nvidia_drm"]
+
+
+@pytest.mark.parametrize("text", ["nvidia", "nvidia sixteen 37", "nvidia 16797696"])
+def test_modules_malformed(text):
+    with pytest.raises(p.NvidiaParseError, match="is not \"name size refcount"):
+        p.parse_proc_modules(text)
+
+
+def test_proc_devices_real_capture():
+    devices = p.parse_proc_devices(fixture("proc-devices_debian12-vm_no-nvidia.txt"))
+    assert devices["character"]["mem"] == 1
+    assert devices["character"]["pts"] == 136
+    assert devices["block"]["loop"] == 7
+    assert "nvidia-uvm" not in devices["character"]
+
+
+@pytest.mark.parametrize("text, message", [
+    ("", "no \"Character devices:\" section"),
+    ("  1 mem\n", "not \"major name\" inside a section"),
+    ("Character devices:\nmem 1\n", "not \"major name\""),
+])
+def test_proc_devices_malformed(text, message):
+    with pytest.raises(p.NvidiaParseError, match=message):
+        p.parse_proc_devices(text)
+
+
+@pytest.mark.parametrize("text, iommu", [
+    ("BOOT_IMAGE=/vmlinuz-6.1.0 root=UUID=x ro quiet intel_iommu=on iommu=pt", {"intel_iommu": "on", "iommu": "pt"}),
+    ("root=/dev/sda1 amd_iommu=off iommu.passthrough=1 iommu.strict=0", {"amd_iommu": "off", "iommu.passthrough": "1", "iommu.strict": "0"}),
+    ("console=ttyS0 quiet panic=1 -- iommu=pt", {}),
+    ("", {}),
+])
+def test_cmdline(text, iommu):
+    assert p.parse_cmdline(text) == {"raw": text, "iommu": iommu}
+
+
+@pytest.mark.parametrize("data, value", [(b"\x06\x00\x00\x00\x01", True), (b"\x06\x00\x00\x00\x00", False)])
+def test_secure_boot(data, value):
+    assert p.parse_secure_boot_efivar(data) is value
+
+
+@pytest.mark.parametrize("data, message", [(b"", "got 0"), (b"\x06\x00\x00", "got 3"), (b"\x06\x00\x00\x00\x07", "value byte is 7")])
+def test_secure_boot_malformed(data, message):
+    with pytest.raises(p.NvidiaParseError, match=message):
+        p.parse_secure_boot_efivar(data)
+
+
+# ----------------------------------------------------------------------------- kernel log
+
+@pytest.mark.parametrize(
+    "name, codes, pci, first",
+    [
+        ("xid_119_gsp-rpc-timeout_dmesg-ctime.txt", [119] * 5, "0000:9b:00",
+         {"pid": 2024380, "process": "nvidia-smi", "timestamp": "[Sun Feb 23 16:24:18 2025]"}),
+        ("xid_13_109_sm-exception-ctx-switch-timeout_dmesg-ctime.txt", [13, 13, 13, 109], "0000:cb:00",
+         {"pid": None, "process": None, "message": "Graphics SM Warp Exception on (GPC 7, TPC 7, SM 0): Illegal Instruction Parameter"}),
+        ("xid_13_43_sm-warp-exception_dmesg-decode-iso.txt", [13] * 16 + [43], "0000:38:00",
+         {"timestamp": "kern  :warn  : 2025-01-21T04:41:44,283302+00:00"}),
+        ("xid_31_109_mmu-fault-ctx-switch-timeout_dmesg-ctime.txt", [31, 109], "0000:cb:00", {"pid": 626486, "process": "pt_main_thread"}),
+        ("xid_31_mmu-fault_open-kmod-595.71.05_dmesg.txt", [31], "0000:01:00", {"pid": 13705, "process": "UnrealEditor"}),
+        ("xid_43_injected_grace-pci-domain-0009_dmesg.txt", [43], "0009:01:00", {"process": "trigger_xid", "message": "channel 0x0b00000a"}),
+        ("xid_48_64_dbe-page-retirement_syslog.txt", [48, 64], "0000:07:00",
+         {"pid": None, "timestamp": "Dec  2 11:38:47 worker4 kernel: [  219.470994]"}),
+    ],
+)
+def test_xid_events(name, codes, pci, first):
+    events = p.parse_xid_events(fixture(name))
+    assert [event["code"] for event in events] == codes
+    assert {event["pci"] for event in events} == {pci}
+    for key, value in first.items():
+        assert events[0][key] == value, key
+
+
+@pytest.mark.parametrize("name", [
+    "dmesg-grep-NVRM_api-mismatch_570.148.08-vs-570.148.06.txt",
+    "dmesg_gpu-fallen-off-bus_multiline-no-xid_open-kmod-570.158.01.txt",
+    "dmesg_no-nvidia-adapter-probed_nouveau-conflict_3-GPU.txt",
+    "syslog_no-devices-found_rminitadapter-failed_RTX5090.txt",
+    "lsmod-grep-nvidia_empty_module-not-loaded.txt",
+])
+def test_no_xid_events(name):
+    assert p.parse_xid_events(fixture(name)) == []
+
+
+def test_xid_in_kmsg_records():
+    line = fixture("xid_43_injected_grace-pci-domain-0009_dmesg.txt").split("] ", 1)[1].strip()
+    records = "4,1024,1231741378609,-;%s\n SUBSYSTEM=pci\n DEVICE=+pci:0009:01:00.0\n" % line
+    events = p.parse_xid_events(records)
+    assert [(event["code"], event["pci"], event["timestamp"]) for event in events] == [(43, "0009:01:00", None)]
+
+
+@pytest.mark.parametrize("name, client, kernel", [
+    ("dmesg-grep-NVRM_api-mismatch_570.148.08-vs-570.148.06.txt", "570.148.08", "570.148.06"),
+    ("dmesg_api-mismatch_570.153.02-vs-570.144_with-rminitadapter-failed.txt", "570.153.02", "570.144"),
+    ("syslog_api-mismatch_rsyslog-escaped_535.54.03-vs-530.30.02.txt", "535.54.03", "530.30.02"),
+])
+def test_api_mismatch(name, client, kernel):
+    assert p.parse_api_mismatch(fixture(name)) == {"client": client, "kernel": kernel}
+
+
+@pytest.mark.parametrize("name", ["xid_48_64_dbe-page-retirement_syslog.txt", "dmesg_no-nvidia-adapter-probed_nouveau-conflict_3-GPU.txt", ""])
+def test_no_api_mismatch(name):
+    assert p.parse_api_mismatch(fixture(name) if name else "") is None
+
+
+def test_fallen_off_bus_without_xid():
+    assert p.parse_fallen_off_bus(fixture("dmesg_gpu-fallen-off-bus_multiline-no-xid_open-kmod-570.158.01.txt")) == ["0000:b3:00"]
+    assert p.parse_fallen_off_bus(fixture("xid_48_64_dbe-page-retirement_syslog.txt")) == []
+
+
+@pytest.mark.parametrize("address, normalized", [
+    ("00000000:18:00.0", "0000:18:00"), ("PCI:0000:9b:00", "0000:9b:00"), ("0009:01:00", "0009:01:00"),
+    ("0000:0B:00.0", "0000:0b:00"), ("garbage", None), ("", None), (None, None),
+])
+def test_normalize_pci(address, normalized):
+    assert p.normalize_pci(address) == normalized
