@@ -14,7 +14,7 @@ export ANSIBLE_COLLECTIONS_PATH := $(CURDIR)/.build/collections
 export PY_COLORS := 0
 export ANSIBLE_FORCE_COLOR := 0
 
-.PHONY: help venv collection docker images lint yamllint ansible-lint sanity units molecule molecules test build clean
+.PHONY: help venv collection docker images kube-binaries lab-up lab-down kubelab-test lint yamllint ansible-lint sanity units molecule molecules test build clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-18s %s\n", $$1, $$2}'
@@ -40,6 +40,18 @@ docker:  ## install and start the Docker daemon when it does not answer
 images: docker  ## build or reuse the node base images (RELEASES="bookworm sid")
 	lab/labctl images $(RELEASES)
 
+kube-binaries: venv  ## build or reuse the Kubernetes binaries (cached under /var/cache/gpufleet)
+	lab/labctl kube build-binaries
+
+lab-up: venv collection images kube-binaries  ## start the Kubernetes lab's control plane
+	lab/labctl kube up
+
+lab-down:  ## stop the Kubernetes lab and remove its nodes and state
+	lab/labctl kube down
+
+kubelab-test: venv collection images kube-binaries  ## the Kubernetes lab end to end (pytest)
+	$(BIN)/pytest -p no:cacheprovider tests/kubelab
+
 yamllint: venv
 	$(BIN)/yamllint --strict .
 
@@ -60,7 +72,7 @@ molecule: venv collection images  ## one scenario: make molecule SCENARIO=name
 molecules: venv collection images  ## every molecule scenario
 	$(BIN)/molecule test --all
 
-test: lint sanity units molecules  ## everything CI runs, stopping at the first failure
+test: lint sanity units kubelab-test molecules  ## everything CI runs, stopping at the first failure
 
 build: venv  ## build the Galaxy artifact
 	$(BIN)/ansible-galaxy collection build --force

@@ -6,6 +6,9 @@ import sys
 
 from gpufleet_lab import docker_daemon, images
 from gpufleet_lab.proc import LabError
+from kubelab import cli as kube_cli
+from kubelab.binaries import BuildError
+from kubelab.common import KubeLabError
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -15,6 +18,8 @@ def _parser() -> argparse.ArgumentParser:
     build = commands.add_parser("images", help="build (or reuse) the node base images")
     build.add_argument("releases", nargs="*", default=["bookworm"], choices=sorted(images.RELEASES),
                        help="Debian releases (default: bookworm)")
+    kube = commands.add_parser("kube", help="the Kubernetes lab: control plane and simulated GPU nodes")
+    kube_cli.add_commands(kube.add_subparsers(dest="kube_command", required=True))
     return parser
 
 
@@ -26,7 +31,9 @@ def main(argv: list[str] | None = None) -> int:
         elif args.command == "images":
             for release in args.releases:
                 images.ensure(release)
-    except LabError as error:
+        elif args.command == "kube":
+            return kube_cli.dispatch(args, command_attr="kube_command")
+    except (LabError, KubeLabError, BuildError) as error:
         print(f"labctl: {error}", file=sys.stderr)
         return 1
     return 0

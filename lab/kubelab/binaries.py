@@ -1,0 +1,393 @@
+"""Build the Kubernetes binaries of the lab from Debian's ``kubernetes`` source package.
+
+No registry ships kube-apiserver, so the lab compiles the control plane, the kubelet,
+kubectl and the pause binary from Debian bookworm's ``kubernetes`` source package
+(vendored, built with Debian's Go) and caches them outside the checkout, keyed by the
+source version::
+
+    <cache root>/<source version>/bin/{kube-apiserver,kube-controller-manager,
+                                       kube-scheduler,kubelet,kubectl,pause}
+    <cache root>/<source version>/src/   unpacked tree (the device plugin proto comes from it)
+
+The build is skipped when every cached binary answers ``--version``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tarfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable, Sequence
+
+SOURCE_PACKAGE = "kubernetes"
+SOURCE_SUITE = "bookworm"
+DEFAULT_CACHE_ROOT = Path("/var/cache/gpufleet/kubernetes")
+SRC_LIST_PATH = Path("/etc/apt/sources.list.d/gpufleet-lab-kubernetes-src.sources")
+BUILD_PACKAGES: tuple[str, ...] = ("golang-go", "rsync", "jq", "etcd-server", "gcc", "make")
+KUBE_COMMANDS: tuple[str, ...] = (
+    "kube-apiserver",
+    "kube-controller-manager",
+    "kube-scheduler",
+    "kubelet",
+    "kubectl",
+)
+PAUSE = "pause"
+ALL_BINARIES: tuple[str, ...] = KUBE_COMMANDS + (PAUSE,)
+DEVICE_PLUGIN_PROTO = "staging/src/k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1/api.proto"
+
+
+class BuildError(RuntimeError):
+    """The binaries could not be built or verified."""
+
+
+@dataclass(frozen=True)
+class AptSource:
+    """One Debian archive source of the host (a ``deb`` entry)."""
+
+    uri: str
+    suites: tuple[str, ...]
+    components: tuple[str, ...]
+    signed_by: str | None
+
+
+def cache_root() -> Path:
+    """Cache root; ``GPUFLEET_KUBE_CACHE`` overrides the default."""
+    return Path(os.environ.get("GPUFLEET_KUBE_CACHE", str(DEFAULT_CACHE_ROOT)))
+
+
+def parse_deb822_sources(text: str) -> list[AptSource]:
+    """Parse a deb822 ``.sources`` file into its ``deb`` entries (comments ignored)."""
+    entries: list[AptSource] = []
+    for paragraph in re.split(r"\n\s*\n", text):
+        fields: dict[str, str] = {}
+        key = ""
+        for line in paragraph.splitlines():
+            if not line.strip() or line.lstrip().startswith("#"):
+                continue
+            if line[0] in " \t" and key:
+                fields[key] += " " + line.strip()
+                continue
+            if ":" not in line:
+                continue
+            key, _, value = line.partition(":")
+            key = key.strip().lower()
+            fields[key] = value.strip()
+        if "deb" not in fields.get("types", "").split():
+            continue
+        if fields.get("enabled", "yes").lower() == "no":
+            continue
+        for uri in fields.get("uris", "").split():
+            entries.append(
+                AptSource(
+                    uri=uri,
+                    suites=tuple(fields.get("suites", "").split()),
+                    components=tuple(fields.get("components", "").split()),
+                    signed_by=fields.get("signed-by"),
+                )
+            )
+    return entries
+
+
+def parse_one_line_sources(text: str) -> list[AptSource]:
+    """Parse one-line style ``sources.list`` text into its ``deb`` entries."""
+    entries: list[AptSource] = []
+    for raw in text.splitlines():
+        line = raw.split("#", 1)[0].strip()
+        if not line.startswith("deb "):
+            continue
+        words = line.split()[1:]
+        signed_by: str | None = None
+        if words and words[0].startswith("["):
+            options: list[str] = []
+            while words:
+                word = words.pop(0)
+                options.append(word.strip("[]"))
+                if word.endswith("]"):
+                    break
+            for option in options:
+                if option.startswith("signed-by="):
+                    signed_by = option.split("=", 1)[1]
+        if len(words) < 3:
+            continue
+        entries.append(AptSource(words[0], (words[1],), tuple(words[2:]), signed_by))
+    return entries
+
+
+def find_debian_mirror(sources: Iterable[AptSource], suite: str = SOURCE_SUITE) -> AptSource:
+    """Return the host's Debian source serving ``suite`` ``main`` (not -security/-updates)."""
+    for source in sources:
+        if suite in source.suites and "main" in source.components:
+            return source
+    raise BuildError(
+        f"no Debian apt source for suite {suite!r} component 'main' found on this host; "
+        "add one (deb822 under /etc/apt/sources.list.d/ or /etc/apt/sources.list)"
+    )
+
+
+def host_apt_sources(etc_apt: Path = Path("/etc/apt")) -> list[AptSource]:
+    """Read every enabled ``deb`` entry of the host's apt configuration."""
+    found: list[AptSource] = []
+    one_line = etc_apt / "sources.list"
+    if one_line.is_file():
+        found += parse_one_line_sources(one_line.read_text())
+    parts = etc_apt / "sources.list.d"
+    if parts.is_dir():
+        for path in sorted(parts.iterdir()):
+            if path.suffix == ".sources":
+                found += parse_deb822_sources(path.read_text())
+            elif path.suffix == ".list":
+                found += parse_one_line_sources(path.read_text())
+    return found
+
+
+def render_deb_src(source: AptSource, suite: str = SOURCE_SUITE) -> str:
+    """Render the deb822 ``deb-src`` entry for ``suite`` main of ``source``'s mirror."""
+    lines = [
+        "# Managed by the gpufleet lab: Debian source packages (kubernetes) for the lab build.",
+        "Types: deb-src",
+        f"URIs: {source.uri}",
+        f"Suites: {suite}",
+        "Components: main",
+    ]
+    if source.signed_by:
+        lines.append(f"Signed-By: {source.signed_by}")
+    return "\n".join(lines) + "\n"
+
+
+def upstream_version(source_version: str) -> str:
+    """Kubernetes version inside a Debian version: ``1.20.5+really1.20.2-1`` -> ``1.20.2``."""
+    version = source_version.split(":", 1)[-1]
+    version = version.rsplit("-", 1)[0] if "-" in version else version
+    if "+really" in version:
+        version = version.split("+really", 1)[1]
+    match = re.match(r"^(\d+\.\d+\.\d+)", version)
+    if not match:
+        raise BuildError(f"cannot read a Kubernetes version from source version {source_version!r}")
+    return match.group(1)
+
+
+def make_environment(base: dict[str, str] | None = None) -> dict[str, str]:
+    """Environment for ``make``: vendored modules only, no network for Go.
+
+    The version stamp needs nothing: the orig tarball is a ``git archive`` whose
+    hack/lib/version.sh carries the release tag and commit.
+    """
+    env = dict(os.environ if base is None else base)
+    env.update({"GOFLAGS": "-mod=vendor", "GO111MODULE": "on", "GOPROXY": "off", "GOTOOLCHAIN": "local"})
+    return env
+
+
+def pause_tag(makefile_text: str) -> str:
+    """``TAG`` of build/pause/Makefile (the pause image version, 3.4 in Kubernetes 1.20)."""
+    match = re.search(r"^TAG\s*\??=\s*(\S+)", makefile_text, flags=re.M)
+    if not match:
+        raise BuildError("build/pause/Makefile has no TAG line")
+    return match.group(1)
+
+
+def pause_gcc_argv(src: Path, output: Path, version: str) -> list[str]:
+    """gcc command of build/pause/Makefile (CFLAGS ``-Os -Wall -Werror -static -DVERSION=...``)."""
+    return [
+        "gcc", "-Os", "-Wall", "-Werror", "-static", f"-DVERSION={version}",
+        "-o", str(output), str(src / "build" / "pause" / "linux" / "pause.c"),
+    ]
+
+
+def build_pause(src: Path, output: Path, source_version: str) -> None:
+    tag = pause_tag((src / "build" / "pause" / "Makefile").read_text())
+    _run(pause_gcc_argv(src, output, f"v{tag}-debian-{upstream_version(source_version)}"))
+
+
+def make_what(commands: Sequence[str] = KUBE_COMMANDS) -> str:
+    """The ``WHAT=`` argument of the Kubernetes Makefile."""
+    return " ".join(f"cmd/{name}" for name in commands)
+
+
+def _run(argv: Sequence[str], cwd: Path | None = None,
+         env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    print("+ " + " ".join(argv), file=sys.stderr, flush=True)
+    return subprocess.run(list(argv), check=True, text=True, cwd=cwd, env=env)
+
+
+def answers_version(binary: Path) -> str | None:
+    """Return the ``--version`` output of ``binary`` (``-v`` for pause) or None."""
+    if not os.access(binary, os.X_OK):
+        return None
+    flag = "-v" if binary.name == PAUSE else "--version"
+    if binary.name == "kubectl":
+        argv = [str(binary), "version", "--client", "--short"]
+    else:
+        argv = [str(binary), flag]
+    try:
+        result = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    output = (result.stdout + result.stderr).strip()
+    if result.returncode != 0 or not output:
+        return None
+    line = output.splitlines()[0]
+    expected = r"^pause\.c v\d" if binary.name == PAUSE else r"(Kubernetes|Client Version:) v\d+\.\d+\.\d+"
+    return line if re.search(expected, line) else None
+
+
+def verify_bin_dir(bin_dir: Path) -> dict[str, str] | None:
+    """All binaries answer: their version lines; otherwise None."""
+    versions: dict[str, str] = {}
+    for name in ALL_BINARIES:
+        line = answers_version(bin_dir / name)
+        if line is None:
+            return None
+        versions[name] = line
+    return versions
+
+
+def ensure_build_packages() -> None:
+    """Add the deb-src entry (mirror from the host's own source) and install the toolchain."""
+    mirror = find_debian_mirror(host_apt_sources())
+    wanted = render_deb_src(mirror)
+    if not SRC_LIST_PATH.is_file() or SRC_LIST_PATH.read_text() != wanted:
+        SRC_LIST_PATH.write_text(wanted)
+        SRC_LIST_PATH.chmod(0o644)
+    _run(["apt-get", "update", "-q"])
+    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+    # policy-rc.d: installing etcd-server must not start the system etcd service; the lab
+    # runs its own etcd process.
+    policy = Path("/usr/sbin/policy-rc.d")
+    created_policy = False
+    if not policy.exists():
+        policy.write_text("#!/bin/sh\nexit 101\n")
+        policy.chmod(0o755)
+        created_policy = True
+    try:
+        _run(["apt-get", "install", "-y", "-q", "--no-install-recommends", *BUILD_PACKAGES], env=env)
+    finally:
+        if created_policy:
+            policy.unlink()
+
+
+def source_version() -> str:
+    """Candidate version of the ``kubernetes`` source package (needs the deb-src entry)."""
+    out = subprocess.run(
+        ["apt-cache", "showsrc", SOURCE_PACKAGE], capture_output=True, text=True, check=True
+    ).stdout
+    versions = re.findall(r"^Version:\s*(\S+)", out, flags=re.M)
+    if not versions:
+        raise BuildError(f"apt-cache showsrc {SOURCE_PACKAGE} found no version: is deb-src set up?")
+    return str(versions[0])
+
+
+def _unpack_source(version: str, work: Path) -> Path:
+    """Download the source package and unpack its orig tarball into ``work/src``."""
+    download = work / "download"
+    download.mkdir(parents=True, exist_ok=True)
+    _run(["apt-get", "source", "--download-only", f"{SOURCE_PACKAGE}={version}"], cwd=download)
+    origs = sorted(
+        p for p in download.iterdir() if ".orig" in p.name and p.name.endswith((".tar.gz", ".tar.xz"))
+    )
+    main_orig = [p for p in origs if re.search(r"\.orig\.tar\.", p.name)]
+    if not main_orig:
+        raise BuildError(f"no orig tarball in {download}: {[p.name for p in download.iterdir()]}")
+    src = work / "src"
+    tmp = work / "src.tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir()
+    with tarfile.open(main_orig[0]) as archive:
+        archive.extractall(tmp)  # noqa: S202 - Debian archive, verified by apt
+    children = [p for p in tmp.iterdir()]
+    top = children[0] if len(children) == 1 and children[0].is_dir() else tmp
+    shutil.rmtree(src, ignore_errors=True)
+    top.rename(src)
+    shutil.rmtree(tmp, ignore_errors=True)
+    return src
+
+
+def _find_built(src: Path, name: str) -> Path:
+    for candidate in (
+        src / "_output" / "bin" / name,
+        src / "_output" / "local" / "bin" / "linux" / "amd64" / name,
+    ):
+        if candidate.is_file():
+            return candidate
+    hits = list((src / "_output").rglob(name))
+    if not hits:
+        raise BuildError(f"make did not produce {name} under {src / '_output'}")
+    return hits[0]
+
+
+def build_binaries(force: bool = False) -> Path:
+    """Build (or reuse) the cached binaries; return the ``bin`` directory."""
+    root = cache_root()
+    if not force and root.is_dir():
+        for candidate in sorted(root.iterdir(), reverse=True):
+            if verify_bin_dir(candidate / "bin") is not None and (candidate / "src").is_dir():
+                print(f"kubelab: cached binaries answer --version: {candidate / 'bin'}", file=sys.stderr)
+                return candidate / "bin"
+    started = time.monotonic()
+    ensure_build_packages()
+    version = source_version()
+    work = root / version
+    bin_dir = work / "bin"
+    if not force and verify_bin_dir(bin_dir) is not None:
+        return bin_dir
+    if not force and (work / "src").is_dir() and all(answers_version(bin_dir / n) for n in KUBE_COMMANDS):
+        build_pause(work / "src", bin_dir / PAUSE, version)
+        versions = verify_bin_dir(bin_dir)
+        if versions is not None:
+            record = work / "build.json"
+            data = json.loads(record.read_text()) if record.is_file() else {"source_version": version}
+            data["versions"] = versions
+            record.write_text(json.dumps(data, indent=2) + "\n")
+            return bin_dir
+    work.mkdir(parents=True, exist_ok=True)
+    src = work / "src"
+    if not (src / "Makefile").is_file():
+        src = _unpack_source(version, work)
+    env = make_environment()
+    _run(["make", f"WHAT={make_what()}"], cwd=src, env=env)
+    bin_tmp = work / "bin.tmp"
+    shutil.rmtree(bin_tmp, ignore_errors=True)
+    bin_tmp.mkdir()
+    for name in KUBE_COMMANDS:
+        shutil.copy2(_find_built(src, name), bin_tmp / name)
+    build_pause(src, bin_tmp / PAUSE, version)
+    versions = verify_bin_dir(bin_tmp)
+    if versions is None:
+        raise BuildError(f"built binaries in {bin_tmp} do not all answer --version")
+    shutil.rmtree(bin_dir, ignore_errors=True)
+    bin_tmp.rename(bin_dir)
+    elapsed = time.monotonic() - started
+    (work / "build.json").write_text(
+        json.dumps(
+            {"source_version": version, "versions": versions, "build_seconds": round(elapsed, 1)},
+            indent=2,
+        )
+        + "\n"
+    )
+    print(f"kubelab: built {', '.join(ALL_BINARIES)} in {elapsed:.0f} s -> {bin_dir}", file=sys.stderr)
+    return bin_dir
+
+
+def cached_bin_dir() -> Path:
+    """The cached ``bin`` directory whose binaries answer; raise if none."""
+    root = cache_root()
+    if root.is_dir():
+        for candidate in sorted(root.iterdir(), reverse=True):
+            if (candidate / "bin" / "kube-apiserver").is_file() and (candidate / "build.json").is_file():
+                return candidate / "bin"
+    raise BuildError(f"no built Kubernetes binaries under {root}: run the binaries build first")
+
+
+def source_dir(bin_dir: Path) -> Path:
+    """The unpacked source tree next to a cached ``bin`` directory."""
+    return bin_dir.parent / "src"
+
+
+if __name__ == "__main__":
+    print(build_binaries(force="--force" in sys.argv))

@@ -1,0 +1,77 @@
+"""Argument parsing of the Kubernetes lab (``python -m kubelab <command>``)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+
+from kubelab import binaries, controlplane, inventory, lab, node
+from kubelab.common import KubeLabError, LabSettings
+
+
+def add_commands(commands: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+    """Register the lab's subcommands on ``commands`` (the lead's CLI can call this too)."""
+    build = commands.add_parser("build-binaries", help="build (or reuse) the Kubernetes binaries")
+    build.add_argument("--force", action="store_true", help="rebuild even when cached binaries answer")
+    commands.add_parser("up", help="start the control plane (idempotent)")
+    commands.add_parser("down", help="remove nodes, control plane, network and state")
+    commands.add_parser("status", help="print the lab's nodes and control-plane state as JSON")
+    node_cmd = commands.add_parser("node", help="add or remove a lab node")
+    node_sub = node_cmd.add_subparsers(dest="node_command", required=True)
+    add = node_sub.add_parser("add", help="add a node with a simulated GPU profile; wait until Ready")
+    add.add_argument("name")
+    add.add_argument("--gpu-profile", required=True)
+    add.add_argument("--kubelet-root-dir", default=None)
+    rm = node_sub.add_parser("rm", help="remove a node")
+    rm.add_argument("name")
+    inv = commands.add_parser("inventory", help="write the lab's Ansible inventory")
+    inv.add_argument("--path", default=None, help=f"directory (default: {inventory.DEFAULT_DIR})")
+
+
+def dispatch(args: argparse.Namespace, command_attr: str = "command") -> int:
+    """Run the parsed subcommand; ``command_attr`` names the attribute holding it (for a parent CLI)."""
+    started = time.monotonic()
+    if command_attr != "command":
+        args.command = getattr(args, command_attr)
+    if args.command == "build-binaries":
+        print(binaries.build_binaries(force=args.force))
+    elif args.command == "up":
+        settings = lab.up()
+        print(settings.admin_kubeconfig)
+    elif args.command == "down":
+        lab.down()
+    elif args.command == "status":
+        settings = LabSettings.from_env()
+        ready = (settings.pki_dir / "tokens.csv").is_file() and controlplane.api_ready(settings)
+        nodes = [dict(vars(s), ready=ready and node.node_ready(settings, s.name)) for s in node.load_specs(settings)]
+        try:
+            kubectl: str | None = str(binaries.cached_bin_dir() / "kubectl")
+        except binaries.BuildError:
+            kubectl = None
+        print(json.dumps({"api": settings.api_url if ready else None, "kubeconfig": str(settings.admin_kubeconfig),
+                          "kubectl": kubectl, "nodes": nodes, "memory_mib": lab.memory_report()}, indent=2))
+    elif args.command == "node" and args.node_command == "add":
+        node.node_add(args.name, args.gpu_profile, args.kubelet_root_dir)
+        inventory.write_inventory()
+    elif args.command == "node" and args.node_command == "rm":
+        node.node_rm(args.name)
+        inventory.write_inventory()
+    elif args.command == "inventory":
+        print(inventory.write_inventory(args.path))
+    if os.environ.get("GPUFLEET_LAB_TIMING"):
+        print(f"kubelab: {args.command} took {time.monotonic() - started:.1f} s", file=sys.stderr)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="kubelab", description="The gpufleet.node Kubernetes lab.")
+    add_commands(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(argv)
+    try:
+        return dispatch(args)
+    except (KubeLabError, binaries.BuildError) as error:
+        print(f"kubelab: {error}", file=sys.stderr)
+        return 1

@@ -1,0 +1,213 @@
+"""Settings, paths and thin process/docker helpers shared by the Kubernetes lab."""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Mapping, Sequence, TypeVar
+
+T = TypeVar("T")
+
+LABEL_KEY = "gpufleet.lab"
+LABEL_VALUE = "kube"
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+class KubeLabError(RuntimeError):
+    """A lab step failed; the message says which and why."""
+
+
+@dataclass(frozen=True)
+class LabSettings:
+    """Where the lab keeps its state and how its network is laid out.
+
+    Every value can be overridden through the environment (``GPUFLEET_LAB_*``) so that a
+    second lab or CI can move it; the defaults are what tests and the demo use.
+    """
+
+    state_dir: Path = Path("/var/lib/gpufleet-lab/kube")
+    network: str = "gpufleet-lab-kube"
+    subnet: str = "172.28.240.0/24"
+    control_plane_name: str = "gpufleet-lab-control-plane"
+    api_host_port: int = 6443
+    base_image: str = "gpufleet-lab/node:bookworm"
+    service_cidr: str = "10.96.0.0/16"
+    pod_cidr_prefix: str = "10.244"
+    extra: Mapping[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> "LabSettings":
+        env = os.environ if env is None else env
+        defaults = cls()
+        port_text = env.get("GPUFLEET_LAB_API_PORT", str(defaults.api_host_port))
+        if not port_text.isdigit() or not 1 <= int(port_text) <= 65535:
+            raise KubeLabError(
+                f"GPUFLEET_LAB_API_PORT={port_text!r} is not a TCP port: use an integer 1-65535"
+            )
+        subnet = env.get("GPUFLEET_LAB_SUBNET", defaults.subnet)
+        try:
+            net = ipaddress.ip_network(subnet)
+        except ValueError as error:
+            raise KubeLabError(f"GPUFLEET_LAB_SUBNET={subnet!r} is not an IP network: {error}") from None
+        if net.version != 4 or net.prefixlen > 28:
+            raise KubeLabError(f"GPUFLEET_LAB_SUBNET={subnet!r}: use an IPv4 network of /28 or larger")
+        return cls(
+            state_dir=Path(env.get("GPUFLEET_LAB_STATE_DIR", str(defaults.state_dir))),
+            network=env.get("GPUFLEET_LAB_NETWORK", defaults.network),
+            subnet=subnet,
+            api_host_port=int(port_text),
+            base_image=env.get("GPUFLEET_LAB_BASE_IMAGE", defaults.base_image),
+        )
+
+    @property
+    def gateway(self) -> str:
+        return str(next(ipaddress.ip_network(self.subnet).hosts()))
+
+    @property
+    def control_plane_ip(self) -> str:
+        hosts = ipaddress.ip_network(self.subnet).hosts()
+        next(hosts)
+        return str(next(hosts))
+
+    @property
+    def node_ip_range(self) -> str:
+        """Docker hands node addresses out of the upper half, away from the control plane."""
+        net = ipaddress.ip_network(self.subnet)
+        return str(list(net.subnets(prefixlen_diff=1))[1])
+
+    @property
+    def kubernetes_service_ip(self) -> str:
+        return str(next(ipaddress.ip_network(self.service_cidr).hosts()))
+
+    @property
+    def pki_dir(self) -> Path:
+        return self.state_dir / "pki"
+
+    @property
+    def cp_dir(self) -> Path:
+        """Bind-mounted into the control-plane container at ``CP_MOUNT``."""
+        return self.state_dir / "control-plane"
+
+    @property
+    def nodes_dir(self) -> Path:
+        return self.state_dir / "nodes"
+
+    @property
+    def admin_kubeconfig(self) -> Path:
+        return self.state_dir / "admin.kubeconfig"
+
+    @property
+    def api_url(self) -> str:
+        return f"https://127.0.0.1:{self.api_host_port}"
+
+    @property
+    def in_network_api_url(self) -> str:
+        return f"https://{self.control_plane_ip}:6443"
+
+
+CP_MOUNT = "/var/lib/kubelab"
+BIN_MOUNT = "/opt/kubelab/bin"
+NODE_NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,40}[a-z0-9])?$")
+
+
+def log(message: str) -> None:
+    print(f"kubelab: {message}", file=sys.stderr, flush=True)
+
+
+def run(
+    argv: Sequence[str],
+    *,
+    check: bool = True,
+    input_text: str | None = None,
+    input_bytes: bytes | None = None,
+    quiet: bool = False,
+    timeout: float | None = None,
+) -> subprocess.CompletedProcess[str]:
+    """Run a command, capture its output, raise a clear error when it fails."""
+    if not quiet:
+        log("+ " + " ".join(argv))
+    data: bytes | None = input_bytes if input_bytes is not None else (
+        input_text.encode() if input_text is not None else None
+    )
+    raw = subprocess.run(list(argv), input=data, capture_output=True, check=False, timeout=timeout)
+    result = subprocess.CompletedProcess(
+        raw.args, raw.returncode, raw.stdout.decode(errors="replace"), raw.stderr.decode(errors="replace")
+    )
+    if check and result.returncode != 0:
+        detail = (result.stderr.strip() or result.stdout.strip())[-3000:]
+        raise KubeLabError(f"command failed (exit {result.returncode}): {' '.join(argv)}\n{detail}")
+    return result
+
+
+def succeeds(argv: Sequence[str]) -> bool:
+    return subprocess.run(list(argv), capture_output=True, check=False).returncode == 0
+
+
+def wait_for(what: str, probe: Callable[[], T | None], timeout: float, interval: float = 1.0) -> T:
+    """Call ``probe`` until it returns something other than None/False; raise after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = probe()
+        if value is not None and value is not False:
+            return value
+        if time.monotonic() > deadline:
+            raise KubeLabError(f"timed out after {timeout:.0f} s waiting for {what}")
+        time.sleep(interval)
+
+
+def docker_exists(kind: str, name: str) -> bool:
+    return succeeds(["docker", kind, "inspect", name])
+
+
+def container_running(name: str) -> bool:
+    result = run(["docker", "inspect", "-f", "{{.State.Running}}", name], check=False, quiet=True)
+    return result.returncode == 0 and result.stdout.strip() == "true"
+
+
+def container_ip(name: str, network: str) -> str:
+    fmt = "{{json .NetworkSettings.Networks}}"
+    networks = json.loads(run(["docker", "inspect", "-f", fmt, name], quiet=True).stdout)
+    address = (networks.get(network) or {}).get("IPAddress")
+    if not address:
+        raise KubeLabError(f"container {name} has no address on docker network {network}")
+    return str(address)
+
+
+def docker_exec(
+    container: str, argv: Sequence[str], *, check: bool = True, input_text: str | None = None,
+    quiet: bool = True, timeout: float | None = None,
+) -> subprocess.CompletedProcess[str]:
+    flags = ["-i"] if input_text is not None else []
+    return run(["docker", "exec", *flags, container, *argv], check=check, input_text=input_text,
+               quiet=quiet, timeout=timeout)
+
+
+def put_file(container: str, path: str, content: str, mode: int = 0o644) -> None:
+    """Write ``content`` to ``path`` inside a running container."""
+    script = f'mkdir -p "$(dirname "{path}")" && cat > "{path}" && chmod {mode:o} "{path}"'
+    docker_exec(container, ["sh", "-c", script], input_text=content)
+
+
+def write_private(path: Path, content: str, mode: int = 0o600) -> None:
+    """Write a file created with ``mode`` from the start (no window with wider rights)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+    with os.fdopen(fd, "w") as handle:
+        handle.write(content)
+    os.chmod(path, mode)
+
+
+def validate_node_name(name: str) -> str:
+    if not NODE_NAME_RE.match(name):
+        raise KubeLabError(
+            f"node name {name!r} is not allowed: use 1-42 lower-case letters, digits and '-', "
+            "starting and ending with a letter or digit (it names the container and the Node)"
+        )
+    return name

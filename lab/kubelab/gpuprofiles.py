@@ -1,0 +1,119 @@
+"""Simulated GPU profiles for lab nodes (the GPU + driver boundary is SIMULATED).
+
+Profiles are data files of the simulated GPU host kit, ``lab/gpusim/profiles/<name>.{yml,yaml,json}``
+(``GPUFLEET_LAB_GPU_PROFILES`` may name another directory). A node gets its profile twice:
+
+- the kit's own install task file (``lab/gpusim/install.yml``, run with ansible-playbook over the
+  docker connection) lays the fake host tree under ``/opt/gpusim/root`` and the ``nvidia-smi``
+  stand-in, exactly as molecule scenarios do;
+- ``/opt/gpusim/profile.json``: the profile's GPU list (index, name, UUID), which the simulated
+  device plugin reads when the host tree has no per-GPU ``information`` files.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from kubelab.common import REPO_ROOT, KubeLabError, log, put_file, run
+
+sys.path.insert(0, str(REPO_ROOT / "lab" / "deviceplugin"))
+import simdevices  # noqa: E402
+
+GPUSIM_DIR = REPO_ROOT / "lab" / "gpusim"
+NODE_PROFILE_PATH = "/opt/gpusim/profile.json"
+SUFFIXES = (".yml", ".yaml", ".json")
+
+
+@dataclass(frozen=True)
+class Profile:
+    name: str
+    path: Path
+    gpus: tuple[simdevices.Gpu, ...]
+
+
+def profiles_dir() -> Path:
+    return Path(os.environ.get("GPUFLEET_LAB_GPU_PROFILES", str(GPUSIM_DIR / "profiles")))
+
+
+def available_profiles(directory: Path | None = None) -> list[str]:
+    directory = profiles_dir() if directory is None else directory
+    if not directory.is_dir():
+        return []
+    return sorted({p.stem for p in directory.iterdir() if p.suffix in SUFFIXES})
+
+
+def load_data(path: Path) -> Any:
+    text = path.read_text()
+    if path.suffix == ".json":
+        return json.loads(text)
+    import yaml
+
+    return yaml.safe_load(text)
+
+
+def find_profile(name: str, directory: Path | None = None) -> Profile:
+    directory = profiles_dir() if directory is None else directory
+    for suffix in SUFFIXES:
+        path = directory / f"{name}{suffix}"
+        if path.is_file():
+            try:
+                gpus = simdevices.gpus_from_profile_data(load_data(path), str(path))
+            except simdevices.SimPluginError as error:
+                raise KubeLabError(str(error)) from None
+            return Profile(name, path, tuple(gpus))
+    choices = ", ".join(available_profiles(directory)) or f"none found in {directory}"
+    raise KubeLabError(f"gpu_profile={name!r} is not a simulated GPU profile: choose one of {choices}")
+
+
+def install_playbook(profile: str, task_file: Path) -> str:
+    """A one-play playbook running the kit's install task file for ``profile``."""
+    play = [{
+        "name": "Install the simulated GPU host",
+        "hosts": "all",
+        "gather_facts": False,
+        "tasks": [{
+            "name": "Lay the simulated GPU host tree",
+            "ansible.builtin.include_tasks": str(task_file),
+            "vars": {"gpusim_profile": profile},
+        }],
+    }]
+    return "---\n" + json.dumps(play, indent=2) + "\n"
+
+
+def _ansible_playbook() -> str:
+    venv = REPO_ROOT / ".venv" / "bin" / "ansible-playbook"
+    if venv.is_file():
+        return str(venv)
+    found = shutil.which("ansible-playbook")
+    if not found:
+        raise KubeLabError("ansible-playbook not found: create the virtualenv (.venv) first")
+    return found
+
+
+def install(container: str, profile: Profile) -> None:
+    """Install the simulated GPU host of ``profile`` into the node container."""
+    task_file = GPUSIM_DIR / "install.yml"
+    if task_file.is_file():
+        with tempfile.TemporaryDirectory(prefix="gpufleet-lab-gpusim-") as tmp:
+            playbook = Path(tmp) / "gpusim.yml"
+            playbook.write_text(install_playbook(profile.name, task_file))
+            env = dict(os.environ, MOLECULE_PROJECT_DIRECTORY=str(REPO_ROOT), ANSIBLE_CONFIG=str(REPO_ROOT / "ansible.cfg"))
+            argv = [_ansible_playbook(), "-i", f"{container},", "-e", "ansible_connection=community.docker.docker",
+                    "-e", "ansible_python_interpreter=/usr/bin/python3", str(playbook)]
+            log("+ " + " ".join(argv))
+            result = subprocess.run(argv, env=env, capture_output=True, text=True, check=False)
+            if result.returncode != 0:
+                raise KubeLabError(f"installing simulated GPU profile {profile.name} into {container} failed:\n"
+                                   f"{result.stdout[-3000:]}\n{result.stderr[-2000:]}")
+    else:
+        log(f"{task_file} not found: writing only the GPU list of profile {profile.name}")
+    put_file(container, NODE_PROFILE_PATH, simdevices.gpus_to_json(profile.gpus) + "\n", 0o644)
+    run(["docker", "exec", container, "test", "-s", NODE_PROFILE_PATH], quiet=True)

@@ -1,0 +1,197 @@
+"""Images of the Kubernetes lab, built locally (no registry) and cached by content.
+
+- ``gpufleet-lab/kube-node``: the node base image plus Debian's containerd, iptables and
+  containernetworking-plugins (the kubelet binary is bind-mounted from the build cache).
+- ``gpufleet-lab/pause:3.4``: ``pause`` compiled from the Kubernetes source (build step).
+- ``gpufleet-lab/device-plugin-sim:0.1.0``: the simulated NVIDIA device plugin (lab/deviceplugin).
+- ``gpufleet-lab/gpu-smoke:0.1.0``: an ``nvidia-smi`` stand-in for smoke-test pods (lab/smoke).
+
+The last three are saved together (``docker save``, docker-archive format that
+``ctr images import`` reads) and imported into every node's containerd.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import re
+import tarfile
+import uuid
+from pathlib import Path
+from typing import Iterable, Sequence
+
+from kubelab import binaries
+from kubelab.common import REPO_ROOT, KubeLabError, LabSettings, log, run, succeeds
+
+IMAGE_CACHE = Path("/var/cache/gpufleet/kubelab-images")
+NODE_REPOSITORY = "gpufleet-lab/kube-node"
+NODE_PACKAGES: tuple[str, ...] = ("containerd", "iptables", "containernetworking-plugins", "procps")
+PAUSE_IMAGE = "gpufleet-lab/pause:3.4"
+DEVICE_PLUGIN_IMAGE = "gpufleet-lab/device-plugin-sim:0.1.0"
+SMOKE_IMAGE = "gpufleet-lab/gpu-smoke:0.1.0"
+PLUGIN_PACKAGES: tuple[str, ...] = (
+    "python3-grpcio", "python3-protobuf", "python3-grpc-tools", "python3-pkg-resources", "python3-yaml",
+)
+PLUGIN_DIR = "/opt/gpusim-device-plugin"
+DEVICE_PLUGIN_SRC = REPO_ROOT / "lab" / "deviceplugin"
+SMOKE_SRC = REPO_ROOT / "lab" / "smoke"
+LABEL = "gpufleet.lab.kube.key"
+
+
+def content_key(parts: Iterable[bytes | str]) -> str:
+    digest = hashlib.sha256()
+    for part in parts:
+        data = part.encode() if isinstance(part, str) else part
+        digest.update(len(data).to_bytes(8, "big"))
+        digest.update(data)
+    return digest.hexdigest()[:12]
+
+
+def strip_gogo(proto: str) -> str:
+    """The kubelet's api.proto without gogoproto (Go-only code-generation options).
+
+    Removes the gogo import, file options ``option (gogoproto.*)`` and field options
+    ``[(gogoproto.*) = ...]``; the wire format (messages, fields, services) is unchanged.
+    """
+    out: list[str] = []
+    for line in proto.splitlines():
+        if re.match(r'^\s*import\s+"github.com/gogo/protobuf/gogoproto/gogo.proto";', line):
+            continue
+        if re.match(r"^\s*option\s+\(gogoproto\.[^)]*\)\s*=", line):
+            continue
+        line = re.sub(r"\s*\[\s*\(gogoproto\.[^\]]*\]", "", line)
+        out.append(line)
+    return "\n".join(out) + "\n"
+
+
+def _image_id(ref: str) -> str | None:
+    result = run(["docker", "image", "inspect", "-f", "{{.Id}}", ref], check=False, quiet=True)
+    return result.stdout.strip() if result.returncode == 0 else None
+
+
+def _has_key(ref: str, key: str) -> bool:
+    result = run(["docker", "image", "inspect", "-f", "{{index .Config.Labels \"" + LABEL + "\"}}", ref],
+                 check=False, quiet=True)
+    return result.returncode == 0 and result.stdout.strip() == key
+
+
+def _build_by_commit(
+    base: str, ref: str, key: str, script: str, files: dict[str, bytes], changes: Sequence[str],
+) -> None:
+    """Run ``script`` in a container of ``base`` (after copying ``files`` in), commit as ``ref``."""
+    name = f"gpufleet-lab-build-{uuid.uuid4().hex[:8]}"
+    entrypoint = run(["docker", "image", "inspect", "-f", "{{json .Config.Entrypoint}}", base], quiet=True).stdout
+    if entrypoint.strip() in ("null", "[]", ""):
+        run(["docker", "run", "-d", "--name", name, base, "/bin/sleep", "infinity"])
+    else:  # the committed image gets its own ENTRYPOINT from ``changes``
+        run(["docker", "run", "-d", "--name", name, "--entrypoint", "/bin/sleep", base, "infinity"])
+    try:
+        if files:
+            buffer = io.BytesIO()
+            with tarfile.open(fileobj=buffer, mode="w") as archive:
+                for path, data in files.items():
+                    info = tarfile.TarInfo(path.lstrip("/"))
+                    info.size = len(data)
+                    info.mode = 0o755 if data.startswith(b"#!") else 0o644
+                    archive.addfile(info, io.BytesIO(data))
+            run(["docker", "cp", "-", f"{name}:/"], input_bytes=buffer.getvalue())
+        run(["docker", "exec", name, "sh", "-ec", script])
+        argv = ["docker", "commit"]
+        for change in [*changes, f"LABEL {LABEL}={key}"]:
+            argv += ["--change", change]
+        run([*argv, name, ref])
+    finally:
+        run(["docker", "rm", "-f", name], check=False, quiet=True)
+
+
+APT_SCRIPT = (
+    "export DEBIAN_FRONTEND=noninteractive; apt-get update -q; "
+    "apt-get install -y -q --no-install-recommends {packages}; apt-get clean; rm -rf /var/lib/apt/lists/*"
+)
+
+
+def ensure_node_image(settings: LabSettings) -> str:
+    base_id = _image_id(settings.base_image)
+    if base_id is None:
+        raise KubeLabError(f"base image {settings.base_image} is missing: build it first (make images)")
+    key = content_key([base_id, " ".join(NODE_PACKAGES), "node-2"])
+    ref = f"{NODE_REPOSITORY}:bookworm-{key}"
+    if not _has_key(ref, key):
+        log(f"building {ref}")
+        _build_by_commit(settings.base_image, ref, key, APT_SCRIPT.format(packages=" ".join(NODE_PACKAGES)),
+                         {}, ['CMD ["/lib/systemd/systemd"]'])
+    return ref
+
+
+def _pause_image(bin_dir: Path) -> str:
+    pause = (bin_dir / binaries.PAUSE).read_bytes()
+    key = content_key([pause])
+    if not _has_key(PAUSE_IMAGE, key):
+        buffer = io.BytesIO()
+        with tarfile.open(fileobj=buffer, mode="w") as archive:
+            info = tarfile.TarInfo("pause")
+            info.size = len(pause)
+            info.mode = 0o755
+            archive.addfile(info, io.BytesIO(pause))
+        run(["docker", "import", "--change", 'ENTRYPOINT ["/pause"]', "--change", f"LABEL {LABEL}={key}",
+             "-", PAUSE_IMAGE], input_bytes=buffer.getvalue())
+    return key
+
+
+def _source_files(directory: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(directory.iterdir())
+            if p.is_file() and p.suffix in (".py", ".sh", "") and not p.name.startswith(".")}
+
+
+def _plugin_image(settings: LabSettings, bin_dir: Path) -> str:
+    proto_path = binaries.source_dir(bin_dir) / binaries.DEVICE_PLUGIN_PROTO
+    if not proto_path.is_file():
+        raise KubeLabError(f"{proto_path} is missing: the binaries build unpacks the source tree")
+    proto = strip_gogo(proto_path.read_text())
+    sources = _source_files(DEVICE_PLUGIN_SRC)
+    base_id = _image_id(settings.base_image) or ""
+    key = content_key([base_id, proto, " ".join(PLUGIN_PACKAGES), *sources.keys(), *sources.values()])
+    if not _has_key(DEVICE_PLUGIN_IMAGE, key):
+        log(f"building {DEVICE_PLUGIN_IMAGE}")
+        files = {f"{PLUGIN_DIR}/{name}": data for name, data in sources.items()}
+        files[f"{PLUGIN_DIR}/api.proto"] = proto.encode()
+        script = APT_SCRIPT.format(packages=" ".join(PLUGIN_PACKAGES)) + (
+            f"; cd {PLUGIN_DIR} && python3 -m grpc_tools.protoc -I. --python_out=. --grpc_python_out=. api.proto"
+            f" && python3 -c 'import sys; sys.path.insert(0, \"{PLUGIN_DIR}\"); import api_pb2, api_pb2_grpc'"
+        )
+        _build_by_commit(settings.base_image, DEVICE_PLUGIN_IMAGE, key, script, files, [
+            f'ENTRYPOINT ["python3", "{PLUGIN_DIR}/plugin.py"]', "CMD []", f"WORKDIR {PLUGIN_DIR}",
+        ])
+    return key
+
+
+def _smoke_image(plugin_key: str) -> str:
+    sources = _source_files(SMOKE_SRC)
+    key = content_key([plugin_key, *sources.keys(), *sources.values()])
+    if not _has_key(SMOKE_IMAGE, key):
+        log(f"building {SMOKE_IMAGE}")
+        files = {"/usr/local/bin/nvidia-smi": sources["nvidia-smi"]}
+        _build_by_commit(DEVICE_PLUGIN_IMAGE, SMOKE_IMAGE, key, "chmod 0755 /usr/local/bin/nvidia-smi", files,
+                         ['ENTRYPOINT ["/usr/local/bin/nvidia-smi"]', "CMD []", "WORKDIR /"])
+    return key
+
+
+def ensure_pod_images(settings: LabSettings) -> Path:
+    """Build (or reuse) pause, plugin and smoke images; return the saved archive to import."""
+    bin_dir = binaries.cached_bin_dir()
+    keys = [_pause_image(bin_dir)]
+    plugin_key = _plugin_image(settings, bin_dir)
+    keys += [plugin_key, _smoke_image(plugin_key)]
+    archive = IMAGE_CACHE / f"pod-images-{content_key(keys)}.tar"
+    if not archive.is_file():
+        IMAGE_CACHE.mkdir(parents=True, exist_ok=True)
+        for old in IMAGE_CACHE.glob("pod-images-*.tar"):
+            old.unlink()
+        partial = archive.with_suffix(".partial")
+        run(["docker", "save", "-o", str(partial), PAUSE_IMAGE, DEVICE_PLUGIN_IMAGE, SMOKE_IMAGE])
+        partial.rename(archive)
+    return archive
+
+
+def image_exists(ref: str) -> bool:
+    return succeeds(["docker", "image", "inspect", ref])

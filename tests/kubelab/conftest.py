@@ -1,0 +1,104 @@
+"""Fixtures driving the real Kubernetes lab (control plane + kubelets on SIMULATED GPU nodes).
+
+Run with ``.venv/bin/pytest -p no:cacheprovider tests/kubelab`` (as root, docker running, base
+image built). ``make units`` does not collect these (pytest.ini's testpaths is tests/unit).
+Figures (build, up, node Ready, memory) are written to ``reports/kubelab-figures.json``.
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "lab"))
+
+from kubelab import binaries, lab, node  # noqa: E402
+from kubelab.common import LabSettings  # noqa: E402
+
+FIGURES: dict[str, Any] = {}
+NODES = {
+    # name: (simulated GPU profile, kubelet root dir)
+    "gflab-h100": ("h100x8", "/var/lib/kubelet"),
+    "gflab-a100": ("a100x4-mig", "/data/kubelet"),
+}
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "kubelab: drives the real Kubernetes lab (slow, needs docker and root)")
+    FIGURES["suite_started"] = time.monotonic()
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if "tests/kubelab" in str(item.fspath):
+            item.add_marker(pytest.mark.kubelab)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    started = FIGURES.pop("suite_started", None)
+    if started is not None and "up_seconds" in FIGURES:
+        FIGURES["whole_test_seconds"] = round(time.monotonic() - started, 1)
+        out = REPO / "reports" / "kubelab-figures.json"
+        out.parent.mkdir(exist_ok=True)
+        out.write_text(json.dumps({k: v for k, v in FIGURES.items() if not k.startswith("_")}, indent=2) + "\n")
+
+
+def pod_cgroups() -> set[str]:
+    """Container cgroups containerd's CRI made in the machine's hierarchy (nodes run with cgroupns=host)."""
+    found: set[str] = set()
+    for namespace_dir in Path("/sys/fs/cgroup").glob("*/k8s.io"):
+        found.update(f"{namespace_dir.parent.name}/{p.name}" for p in namespace_dir.iterdir() if p.is_dir())
+    return found
+
+
+@pytest.fixture(scope="session")
+def cgroups_now() -> Callable[[], set[str]]:
+    return pod_cgroups
+
+
+@pytest.fixture(scope="session")
+def figures() -> dict[str, Any]:
+    return FIGURES
+
+
+@pytest.fixture(scope="session")
+def lab_up() -> Iterator[LabSettings]:
+    started = time.monotonic()
+    binaries.build_binaries()
+    FIGURES["binaries_ready_seconds"] = round(time.monotonic() - started, 1)
+    build_json = binaries.cached_bin_dir().parent / "build.json"
+    if build_json.is_file():
+        FIGURES["cold_build_seconds_recorded"] = json.loads(build_json.read_text()).get("build_seconds")
+    FIGURES["_cgroups_before"] = sorted(pod_cgroups())
+    started = time.monotonic()
+    settings = lab.up()
+    FIGURES["up_seconds"] = round(time.monotonic() - started, 1)
+    try:
+        yield settings
+    finally:
+        if not os.environ.get("GPUFLEET_LAB_KEEP"):  # keep the lab to look at a failure
+            lab.down()
+
+
+@pytest.fixture(scope="session")
+def lab_nodes(lab_up: LabSettings) -> dict[str, node.NodeSpec]:
+    specs = {}
+    for name, (profile, root) in NODES.items():
+        started = time.monotonic()
+        specs[name] = node.node_add(name, profile, root)
+        FIGURES[f"node_add_ready_seconds_{name}"] = round(time.monotonic() - started, 1)
+    return specs
+
+
+@pytest.fixture(scope="session")
+def k8s(lab_up: LabSettings) -> Any:
+    from kubernetes import client, config
+
+    api_client = config.new_client_from_config(config_file=str(lab_up.admin_kubeconfig))
+    return client.CoreV1Api(api_client), client.AppsV1Api(api_client)

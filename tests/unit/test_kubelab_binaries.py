@@ -1,0 +1,108 @@
+"""Kubernetes lab binaries build: apt source discovery, versions, make and gcc arguments."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kubelab import binaries
+
+DEB822 = """Types: deb
+# a comment
+URIs: http://mirror.example/debian
+Suites: bookworm bookworm-updates
+Components: main
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+
+Types: deb
+URIs: http://mirror.example/debian-security
+Suites: bookworm-security
+Components: main
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+
+Types: deb-src
+URIs: http://src.example/debian
+Suites: bookworm
+Components: main
+"""
+
+
+def test_deb822_sources_keep_only_deb_entries() -> None:
+    sources = binaries.parse_deb822_sources(DEB822)
+    assert [s.uri for s in sources] == ["http://mirror.example/debian", "http://mirror.example/debian-security"]
+    assert sources[0].suites == ("bookworm", "bookworm-updates")
+    assert sources[0].signed_by == "/usr/share/keyrings/debian-archive-keyring.gpg"
+
+
+def test_disabled_deb822_entry_is_ignored() -> None:
+    assert binaries.parse_deb822_sources("Types: deb\nEnabled: no\nURIs: http://x/debian\nSuites: bookworm\n"
+                                         "Components: main\n") == []
+
+
+def test_one_line_sources_with_options() -> None:
+    text = "# c\ndeb [arch=amd64 signed-by=/k.gpg] http://m.example/debian bookworm main contrib\ndeb-src http://s bookworm main\n"
+    (source,) = binaries.parse_one_line_sources(text)
+    assert source == binaries.AptSource("http://m.example/debian", ("bookworm",), ("main", "contrib"), "/k.gpg")
+
+
+def test_mirror_is_the_bookworm_main_source_not_security() -> None:
+    sources = list(reversed(binaries.parse_deb822_sources(DEB822)))
+    assert binaries.find_debian_mirror(sources).uri == "http://mirror.example/debian"
+
+
+def test_no_bookworm_source_is_a_clear_error() -> None:
+    with pytest.raises(binaries.BuildError, match="'bookworm' component 'main'"):
+        binaries.find_debian_mirror([binaries.AptSource("http://x/debian", ("trixie",), ("main",), None)])
+
+
+def test_deb_src_entry_uses_the_hosts_mirror_and_keyring() -> None:
+    text = binaries.render_deb_src(binaries.AptSource("http://m/debian", ("bookworm",), ("main",), "/k.gpg"))
+    assert "Types: deb-src\nURIs: http://m/debian\nSuites: bookworm\nComponents: main\nSigned-By: /k.gpg\n" in text
+
+
+def test_host_sources_read_both_formats(tmp_path: Path) -> None:
+    (tmp_path / "sources.list.d").mkdir()
+    (tmp_path / "sources.list").write_text("deb http://a/debian bookworm main\n")
+    (tmp_path / "sources.list.d" / "debian.sources").write_text(DEB822)
+    (tmp_path / "sources.list.d" / "x.list.disabled").write_text("deb http://no/debian bookworm main\n")
+    assert [s.uri for s in binaries.host_apt_sources(tmp_path)] == [
+        "http://a/debian", "http://mirror.example/debian", "http://mirror.example/debian-security"]
+
+
+@pytest.mark.parametrize(("debian", "upstream"), [
+    ("1.20.5+really1.20.2-1.1+deb12u1", "1.20.2"),
+    ("1.20.5+really1.20.2-1", "1.20.2"),
+    ("1:1.28.3-2", "1.28.3"),
+])
+def test_upstream_version(debian: str, upstream: str) -> None:
+    assert binaries.upstream_version(debian) == upstream
+
+
+def test_bad_version_is_rejected() -> None:
+    with pytest.raises(binaries.BuildError, match="cannot read a Kubernetes version"):
+        binaries.upstream_version("latest")
+
+
+def test_make_what_and_environment() -> None:
+    assert binaries.make_what(("kubelet", "kubectl")) == "cmd/kubelet cmd/kubectl"
+    env = binaries.make_environment({"PATH": "/usr/bin"})
+    assert env["GOFLAGS"] == "-mod=vendor" and env["GOPROXY"] == "off" and env["PATH"] == "/usr/bin"
+
+
+def test_pause_is_compiled_like_its_makefile() -> None:
+    assert binaries.pause_tag("ARCH ?= amd64\nTAG = 3.4\nREV = $(shell git describe)\n") == "3.4"
+    argv = binaries.pause_gcc_argv(Path("/src"), Path("/out/pause"), "v3.4-x")
+    assert argv[:6] == ["gcc", "-Os", "-Wall", "-Werror", "-static", "-DVERSION=v3.4-x"]
+    assert argv[-1] == "/src/build/pause/linux/pause.c"
+    with pytest.raises(binaries.BuildError):
+        binaries.pause_tag("no tag here\n")
+
+
+def test_binary_that_does_not_answer_is_not_accepted(tmp_path: Path) -> None:
+    fake = tmp_path / "kube-apiserver"
+    fake.write_text("#!/bin/sh\necho 'something else'\n")
+    fake.chmod(0o755)
+    assert binaries.answers_version(fake) is None
+    fake.write_text("#!/bin/sh\necho 'Kubernetes v1.20.2'\n")
+    assert binaries.answers_version(fake) == "Kubernetes v1.20.2"
+    assert binaries.verify_bin_dir(tmp_path) is None  # the others are missing

@@ -1,0 +1,76 @@
+"""Kubernetes lab control plane: settings, component flags, launch and sysctl bookkeeping."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from kubelab import controlplane, sysctl
+from kubelab.common import KubeLabError, LabSettings
+
+
+def test_settings_addresses() -> None:
+    settings = LabSettings(subnet="172.28.240.0/24")
+    assert settings.gateway == "172.28.240.1"
+    assert settings.control_plane_ip == "172.28.240.2"
+    assert settings.node_ip_range == "172.28.240.128/25"
+    assert settings.kubernetes_service_ip == "10.96.0.1"
+    assert settings.api_url == "https://127.0.0.1:6443"
+
+
+@pytest.mark.parametrize(("env", "message"), [
+    ({"GPUFLEET_LAB_API_PORT": "http"}, "GPUFLEET_LAB_API_PORT='http'"),
+    ({"GPUFLEET_LAB_SUBNET": "nonsense"}, "GPUFLEET_LAB_SUBNET='nonsense'"),
+    ({"GPUFLEET_LAB_SUBNET": "10.0.0.0/30"}, "/28 or larger"),
+])
+def test_bad_settings(env: dict[str, str], message: str) -> None:
+    with pytest.raises(KubeLabError, match=message):
+        LabSettings.from_env(env)
+
+
+def test_apiserver_flags() -> None:
+    flags = controlplane.apiserver_argv(LabSettings())
+    assert "--kubelet-preferred-address-types=InternalIP" in flags
+    assert "--advertise-address=172.28.240.2" in flags
+    assert "--authorization-mode=Node,RBAC" in flags
+    assert any(f.startswith("--token-auth-file=") for f in flags)
+    assert any(f.startswith("--service-account-key-file=") for f in flags)
+
+
+def test_controller_manager_flags() -> None:
+    flags = controlplane.controller_manager_argv(LabSettings())
+    assert "--controllers=*,-nodeipam" in flags
+    assert any(f.startswith("--service-account-private-key-file=") for f in flags)
+    assert any(f.startswith("--root-ca-file=") for f in flags)
+
+
+def test_launch_script_records_the_pid_of_the_component() -> None:
+    script = controlplane.launch_script(controlplane.Component("etcd", ("/opt/etcd", "--name=it's")))
+    assert "echo $$ > /var/lib/kubelab/run/etcd.pid" in script
+    assert "exec '/opt/etcd' '--name=it'\\''s' >>/var/lib/kubelab/log/etcd.log 2>&1" in script
+
+
+def test_components_start_in_order() -> None:
+    assert [c.name for c in controlplane.components(LabSettings())] == list(controlplane.COMPONENTS)
+
+
+def _fake_proc(tmp_path: Path, values: dict[str, str]) -> Path:
+    for name, value in values.items():
+        path = sysctl.sysctl_path(name, tmp_path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(value + "\n")
+    return tmp_path
+
+
+def test_sysctls_are_recorded_once_and_restored(tmp_path: Path) -> None:
+    proc = _fake_proc(tmp_path / "proc", {"kernel.panic": "1", "kernel.panic_on_oops": "0",
+                                          "vm.overcommit_memory": "0"})
+    state = tmp_path / "state"
+    state.mkdir()
+    assert sysctl.record(state, proc) == {"kernel.panic": "1", "kernel.panic_on_oops": "0",
+                                          "vm.overcommit_memory": "0"}
+    _fake_proc(proc, {"kernel.panic": "10", "kernel.panic_on_oops": "1"})  # what a kubelet does
+    assert sysctl.record(state, proc)["kernel.panic"] == "1"  # a second `up` keeps the first record
+    assert sysctl.restore(state, proc) == {"kernel.panic": ("10", "1"), "kernel.panic_on_oops": ("1", "0")}
+    assert sysctl.read(proc) == json.loads((state / sysctl.RECORD_NAME).read_text())
