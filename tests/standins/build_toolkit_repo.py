@@ -1,0 +1,250 @@
+"""Build STAND-IN NVIDIA container toolkit packages and a signed flat apt repository.
+
+NVIDIA's repository is unreachable from the test lab and Debian does not carry the toolkit, so the
+tests build packages with the real names and dependency relations (binaries clearly marked as
+stand-ins), index them and sign the index with a throwaway key. The layout mirrors NVIDIA's
+flat repository (``<url>/$(ARCH)/``, suite ``/``) so the roles' repository code runs unchanged.
+
+Usage: build_toolkit_repo.py --out DIR [--versions 1.17.7-1 1.17.8-1] [--arch amd64] [--archive FILE.tar.gz]
+"""
+
+from __future__ import annotations
+
+import argparse
+import email.utils
+import gzip
+import hashlib
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+SOURCES = HERE / "toolkit"
+DEFAULT_VERSIONS = ("1.17.7-1", "1.17.8-1")
+MAINTAINER = "gpufleet test lab <lab@example.invalid>"
+KEY_UID = "gpufleet test lab stand-in repository (THROWAWAY TEST KEY) <lab@example.invalid>"
+
+
+@dataclass
+class Package:
+    """One stand-in binary package."""
+
+    name: str
+    description: str
+    depends: list[str] = field(default_factory=list)
+    extra_fields: dict[str, str] = field(default_factory=dict)
+    # destination path inside the package -> (source file name in SOURCES, mode)
+    files: dict[str, tuple[str, int]] = field(default_factory=dict)
+    conffiles: list[str] = field(default_factory=list)
+
+
+def upstream_version(version: str) -> str:
+    """Return the upstream part of a Debian version (``1.17.7-1`` -> ``1.17.7``)."""
+    base = version.split(":", 1)[-1]
+    return base.rsplit("-", 1)[0] if "-" in base else base
+
+
+def lib_triplet(arch: str) -> str:
+    """Return the multiarch library directory name of a Debian architecture."""
+    return {"amd64": "x86_64-linux-gnu", "arm64": "aarch64-linux-gnu"}.get(arch, f"{arch}-linux-gnu")
+
+
+def packages_for(version: str, arch: str) -> list[Package]:
+    """Return the four packages of one toolkit version with NVIDIA's dependency relations."""
+    marker = "/usr/share/doc/{name}/STAND-IN"
+    return [
+        Package(
+            name="libnvidia-container1",
+            description="NVIDIA container runtime library (STAND-IN for tests)",
+            files={marker.format(name="libnvidia-container1"): ("", 0o644)},
+            extra_fields={"Section": "libs"},
+        ),
+        Package(
+            name="libnvidia-container-tools",
+            description="NVIDIA container runtime library, command-line tools (STAND-IN for tests)",
+            depends=[f"libnvidia-container1 (>= {version})"],
+            files={"/usr/bin/nvidia-container-cli": ("nvidia-container-cli", 0o755)},
+        ),
+        Package(
+            name="nvidia-container-toolkit-base",
+            description="NVIDIA Container Toolkit Base (STAND-IN for tests)",
+            extra_fields={
+                "Breaks": "nvidia-container-toolkit (<= 1.10.0-1)",
+                "Replaces": "nvidia-container-toolkit (<= 1.10.0-1)",
+            },
+            files={
+                "/usr/bin/nvidia-container-runtime": ("nvidia-container-runtime", 0o755),
+                "/usr/bin/nvidia-ctk": ("nvidia-ctk", 0o755),
+                "/usr/bin/nvidia-cdi-hook": ("nvidia-cdi-hook", 0o755),
+                "/etc/nvidia-container-runtime/config.toml": ("config.toml", 0o644),
+            },
+            conffiles=["/etc/nvidia-container-runtime/config.toml"],
+        ),
+        Package(
+            name="nvidia-container-toolkit",
+            description="NVIDIA Container toolkit (STAND-IN for tests)",
+            depends=[
+                f"nvidia-container-toolkit-base (= {version})",
+                f"libnvidia-container-tools (>= {version})",
+                "libnvidia-container-tools (<< 2.0.0)",
+            ],
+            extra_fields={
+                "Breaks": "nvidia-container-runtime (<= 3.5.0-1), nvidia-container-runtime-hook",
+                "Replaces": "nvidia-container-runtime (<= 3.5.0-1), nvidia-container-runtime-hook",
+            },
+            files={"/usr/bin/nvidia-container-runtime-hook": ("nvidia-container-runtime-hook", 0o755)},
+        ),
+    ]
+
+
+def render_source(source: str, version: str) -> str:
+    """Return a stand-in file's text with its version placeholders filled in."""
+    if not source:
+        return f"STAND-IN package built by the gpufleet test lab, version {version}. Not NVIDIA's software.\n"
+    text = (SOURCES / source).read_text(encoding="utf-8")
+    return text.replace("@VERSION@", version).replace("@UPSTREAM@", upstream_version(version))
+
+
+def control_text(pkg: Package, version: str, arch: str) -> str:
+    """Return the DEBIAN/control text of a package."""
+    lines = [
+        f"Package: {pkg.name}",
+        f"Version: {version}",
+        f"Architecture: {arch}",
+        f"Maintainer: {MAINTAINER}",
+        "Priority: optional",
+    ]
+    if "Section" not in pkg.extra_fields:
+        lines.append("Section: utils")
+    if pkg.depends:
+        lines.append("Depends: " + ", ".join(pkg.depends))
+    lines.extend(f"{key}: {value}" for key, value in pkg.extra_fields.items())
+    lines.append(f"Description: {pkg.description}")
+    lines.append(" Built by the gpufleet test lab because NVIDIA's repository is unreachable there.")
+    lines.append(" Carries the real package name and dependency relations; the programs are stand-ins.")
+    return "\n".join(lines) + "\n"
+
+
+def build_deb(pkg: Package, version: str, arch: str, outdir: Path, workdir: Path) -> Path:
+    """Build one .deb with dpkg-deb and return its path."""
+    root = workdir / f"{pkg.name}_{version}"
+    (root / "DEBIAN").mkdir(parents=True)
+    for dest, (source, mode) in pkg.files.items():
+        target = root / dest.lstrip("/")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(render_source(source, version), encoding="utf-8")
+        target.chmod(mode)
+    (root / "DEBIAN" / "control").write_text(control_text(pkg, version, arch), encoding="utf-8")
+    if pkg.conffiles:
+        (root / "DEBIAN" / "conffiles").write_text("\n".join(pkg.conffiles) + "\n", encoding="utf-8")
+    deb = outdir / f"{pkg.name}_{version}_{arch}.deb"
+    subprocess.run(
+        ["dpkg-deb", "--root-owner-group", "-Zgzip", "--build", str(root), str(deb)],
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
+    return deb
+
+
+def package_stanza(deb: Path, repo_dir: Path) -> str:
+    """Return the Packages index stanza of one .deb."""
+    control = subprocess.run(["dpkg-deb", "--field", str(deb)], check=True, capture_output=True, text=True).stdout
+    data = deb.read_bytes()
+    extra = [
+        f"Filename: ./{deb.relative_to(repo_dir).as_posix()}",
+        f"Size: {len(data)}",
+        f"MD5sum: {hashlib.md5(data).hexdigest()}",  # noqa: S324 - apt index format, not security
+        f"SHA256: {hashlib.sha256(data).hexdigest()}",
+    ]
+    return control.rstrip("\n") + "\n" + "\n".join(extra) + "\n"
+
+
+def release_text(repo_dir: Path, index_files: list[Path], arch: str) -> str:
+    """Return the Release file of a flat repository (no Valid-Until: the lab repo never expires)."""
+    lines = [
+        "Origin: gpufleet test lab (STAND-IN NVIDIA container toolkit)",
+        "Label: gpufleet-standin-nvidia-container-toolkit",
+        f"Architectures: {arch}",
+        f"Date: {email.utils.formatdate(usegmt=True)}",
+    ]
+    for title, algo in (("MD5Sum", hashlib.md5), ("SHA256", hashlib.sha256)):
+        lines.append(f"{title}:")
+        for path in index_files:
+            data = path.read_bytes()
+            lines.append(f" {algo(data).hexdigest()} {len(data):>8} {path.relative_to(repo_dir).as_posix()}")
+    return "\n".join(lines) + "\n"
+
+
+def gpg(home: Path, *args: str, stdin: bytes | None = None) -> bytes:
+    """Run gpg in batch mode in a private home directory."""
+    result = subprocess.run(
+        ["gpg", "--homedir", str(home), "--batch", "--yes", "--no-tty", "--pinentry-mode", "loopback", "--passphrase", "", *args],
+        check=True,
+        capture_output=True,
+        input=stdin,
+    )
+    return result.stdout
+
+
+def sign_repository(arch_dir: Path, key_out: Path) -> None:
+    """Sign Release with a fresh throwaway key: InRelease, Release.gpg and the public key."""
+    home = Path(tempfile.mkdtemp(prefix="standin-gnupg-"))
+    try:
+        home.chmod(0o700)
+        gpg(home, "--quick-gen-key", KEY_UID, "rsa3072", "sign", "1d")
+        release = arch_dir / "Release"
+        gpg(home, "--clearsign", "--digest-algo", "SHA256", "--output", str(arch_dir / "InRelease"), str(release))
+        gpg(home, "--armor", "--detach-sign", "--digest-algo", "SHA256", "--output", str(arch_dir / "Release.gpg"), str(release))
+        key_out.write_bytes(gpg(home, "--armor", "--export"))
+    finally:
+        subprocess.run(["gpgconf", "--homedir", str(home), "--kill", "all"], check=False, capture_output=True)
+        shutil.rmtree(home, ignore_errors=True)
+
+
+def build_repository(out: Path, versions: list[str], arch: str) -> Path:
+    """Build the packages of every version and the signed repository under ``out``."""
+    arch_dir = out / arch
+    if out.exists():
+        shutil.rmtree(out)
+    arch_dir.mkdir(parents=True)
+    stanzas = []
+    with tempfile.TemporaryDirectory(prefix="standin-build-") as work:
+        for version in versions:
+            for pkg in packages_for(version, arch):
+                deb = build_deb(pkg, version, arch, arch_dir, Path(work))
+                stanzas.append(package_stanza(deb, arch_dir))
+    packages = arch_dir / "Packages"
+    packages.write_text("\n".join(stanzas), encoding="utf-8")
+    (arch_dir / "Packages.gz").write_bytes(gzip.compress(packages.read_bytes(), mtime=0))
+    (arch_dir / "Release").write_text(release_text(arch_dir, [packages, arch_dir / "Packages.gz"], arch), encoding="utf-8")
+    sign_repository(arch_dir, out / "gpgkey")
+    for path in [out, *out.rglob("*")]:
+        path.chmod(0o755 if path.is_dir() else 0o644)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Command-line entry."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", required=True, type=Path, help="repository directory (replaced)")
+    parser.add_argument("--versions", nargs="+", default=list(DEFAULT_VERSIONS), help="Debian versions to build")
+    parser.add_argument("--arch", default="amd64", help="Debian architecture (default amd64)")
+    parser.add_argument("--archive", type=Path, help="also write the repository as a .tar.gz (one file to copy)")
+    args = parser.parse_args(argv)
+    for tool in ("dpkg-deb", "gpg"):
+        if shutil.which(tool) is None:
+            parser.error(f"{tool} not found: install Debian's dpkg and gnupg")
+    out = build_repository(args.out.resolve(), args.versions, args.arch)
+    if args.archive:
+        with tarfile.open(args.archive, "w:gz") as archive:
+            archive.add(out, arcname=".")
+    print(out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

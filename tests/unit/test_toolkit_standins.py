@@ -1,0 +1,159 @@
+"""Tests of the STAND-IN toolkit repository builder and the OCI image builder (tests/standins)."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+
+STANDINS = Path(__file__).resolve().parents[2] / "tests" / "standins"
+
+
+def _load(name: str):
+    spec = importlib.util.spec_from_file_location(f"standins_{name}", STANDINS / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    assert spec.loader is not None
+    sys.modules[f"standins_{name}"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+repo_builder = _load("build_toolkit_repo")
+image_builder = _load("build_oci_image")
+
+
+def _stanzas(text: str) -> list[dict[str, str]]:
+    result = []
+    for block in text.strip().split("\n\n"):
+        fields = {}
+        for line in block.splitlines():
+            if line.startswith(" "):
+                continue
+            key, _sep, value = line.partition(": ")
+            fields[key] = value
+        result.append(fields)
+    return result
+
+
+def test_dependency_relations_are_nvidias():
+    packages = {pkg.name: pkg for pkg in repo_builder.packages_for("1.17.7-1", "amd64")}
+    assert sorted(packages) == [
+        "libnvidia-container-tools",
+        "libnvidia-container1",
+        "nvidia-container-toolkit",
+        "nvidia-container-toolkit-base",
+    ]
+    assert packages["nvidia-container-toolkit"].depends == [
+        "nvidia-container-toolkit-base (= 1.17.7-1)",
+        "libnvidia-container-tools (>= 1.17.7-1)",
+        "libnvidia-container-tools (<< 2.0.0)",
+    ]
+    assert packages["libnvidia-container-tools"].depends == ["libnvidia-container1 (>= 1.17.7-1)"]
+    assert packages["nvidia-container-toolkit-base"].conffiles == ["/etc/nvidia-container-runtime/config.toml"]
+
+
+def test_upstream_version():
+    assert repo_builder.upstream_version("1.17.8-1") == "1.17.8"
+    assert repo_builder.upstream_version("1:1.18.0~rc.1-1") == "1.18.0~rc.1"
+
+
+@pytest.fixture(scope="module")
+def repo(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("standin") / "repo"
+    repo_builder.main(["--out", str(out), "--archive", str(out) + ".tar.gz"])
+    return out
+
+
+def test_repository_has_both_versions_of_all_four_packages(repo: Path):
+    stanzas = _stanzas((repo / "amd64" / "Packages").read_text())
+    assert sorted((s["Package"], s["Version"]) for s in stanzas) == sorted(
+        (name, version)
+        for name in ("nvidia-container-toolkit", "nvidia-container-toolkit-base", "libnvidia-container-tools", "libnvidia-container1")
+        for version in ("1.17.7-1", "1.17.8-1")
+    )
+    for stanza in stanzas:
+        deb = repo / "amd64" / stanza["Filename"]
+        assert deb.is_file()
+        assert hashlib.sha256(deb.read_bytes()).hexdigest() == stanza["SHA256"]
+        assert "STAND-IN" in stanza["Description"]
+
+
+def test_release_hashes_and_signature_verify(repo: Path, tmp_path: Path):
+    release = (repo / "amd64" / "Release").read_text()
+    for name in ("Packages", "Packages.gz"):
+        digest = hashlib.sha256((repo / "amd64" / name).read_bytes()).hexdigest()
+        assert f" {digest} " in release
+    keyring = tmp_path / "key.gpg"
+    subprocess.run(["gpg", "--batch", "--yes", "--dearmor", "--output", str(keyring), str(repo / "gpgkey")], check=True)
+    subprocess.run(["gpgv", "--keyring", str(keyring), str(repo / "amd64" / "InRelease")], check=True, capture_output=True)
+    tampered = tmp_path / "InRelease"
+    tampered.write_text((repo / "amd64" / "InRelease").read_text().replace("Packages.gz", "Packages.xz"))
+    bad = subprocess.run(["gpgv", "--keyring", str(keyring), str(tampered)], check=False, capture_output=True)
+    assert bad.returncode != 0
+
+
+def test_standin_binaries_are_marked_and_versioned(repo: Path, tmp_path: Path):
+    deb = repo / "amd64" / "nvidia-container-toolkit-base_1.17.8-1_amd64.deb"
+    subprocess.run(["dpkg-deb", "--extract", str(deb), str(tmp_path)], check=True)
+    ctk = tmp_path / "usr" / "bin" / "nvidia-ctk"
+    assert "STAND-IN" in ctk.read_text()
+    version = subprocess.run([str(ctk), "--version"], check=True, capture_output=True, text=True).stdout
+    assert version.splitlines()[0] == "NVIDIA Container Toolkit CLI version 1.17.8"
+    assert "STAND-IN" in (tmp_path / "usr" / "bin" / "nvidia-container-runtime").read_text()
+
+
+def test_standin_cdi_generate_reads_the_simulated_host(repo: Path, tmp_path: Path):
+    deb = repo / "amd64" / "nvidia-container-toolkit-base_1.17.7-1_amd64.deb"
+    subprocess.run(["dpkg-deb", "--extract", str(deb), str(tmp_path / "pkg")], check=True)
+    ctk = tmp_path / "pkg" / "usr" / "bin" / "nvidia-ctk"
+    host = tmp_path / "host"
+    (host / "sys" / "module" / "nvidia").mkdir(parents=True)
+    (host / "dev").mkdir()
+    spec = tmp_path / "cdi" / "nvidia.yaml"
+    empty = subprocess.run([str(ctk), "cdi", "generate", "--driver-root", str(host), "--output", str(spec)],
+                           check=False, capture_output=True, text=True)
+    assert empty.returncode == 1 and "no simulated GPU" in empty.stderr and not spec.exists()
+    (host / "sys" / "module" / "nvidia" / "version").write_text("535.216.01\n")
+    for node in ("nvidia1", "nvidia0", "nvidiactl"):
+        (host / "dev" / node).write_text("")
+    subprocess.run([str(ctk), "cdi", "generate", f"--driver-root={host}", "--output", str(spec)], check=True, capture_output=True)
+    text = spec.read_text()
+    assert "kind: nvidia.com/gpu" in text
+    assert [line.strip() for line in text.splitlines() if line.strip().startswith("- name:")] == [
+        '- name: "0"', '- name: "1"', "- name: all"]
+    assert "535.216.01" in text
+
+
+def test_archive_holds_the_repository(repo: Path):
+    with tarfile.open(str(repo) + ".tar.gz") as archive:
+        names = set(archive.getnames())
+    assert {"./gpgkey", "./amd64/InRelease", "./amd64/Packages"} <= names
+
+
+def test_oci_image_layout(tmp_path: Path):
+    binary = tmp_path / "busybox"
+    binary.write_bytes(b"\x7fELF fake static binary")
+    out = tmp_path / "image.tar"
+    image_builder.main(["--binary", str(binary), "--name", "lab.invalid/test/busybox:1", "--out", str(out)])
+    with tarfile.open(out) as archive:
+        index = json.load(archive.extractfile("index.json"))
+        manifest_desc = index["manifests"][0]
+        assert manifest_desc["annotations"]["io.containerd.image.name"] == "lab.invalid/test/busybox:1"
+        blobs = {}
+        for member in archive.getmembers():
+            if member.name.startswith("blobs/sha256/") and member.isfile():
+                blobs["sha256:" + member.name.rsplit("/", 1)[1]] = archive.extractfile(member).read()
+    for digest, data in blobs.items():
+        assert digest == "sha256:" + hashlib.sha256(data).hexdigest()
+    manifest = json.loads(blobs[manifest_desc["digest"]])
+    config = json.loads(blobs[manifest["config"]["digest"]])
+    assert config["rootfs"]["diff_ids"] == [manifest["layers"][0]["digest"]]
+    with tarfile.open(fileobj=__import__("io").BytesIO(blobs[manifest["layers"][0]["digest"]])) as layer:
+        assert layer.getmember("bin/busybox").mode == 0o755
+        assert layer.getmember("bin/sleep").linkname == "busybox"
