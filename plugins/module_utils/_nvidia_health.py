@@ -556,7 +556,7 @@ def _check_uvm_module(facts, required):
         return _check('uvm_module_loaded', 'pass', 'kernel module nvidia_uvm is loaded')
     status = 'fail' if 'nvidia_uvm' in required else 'warn'
     return _check('uvm_module_loaded', status, 'kernel module nvidia_uvm is not loaded: CUDA applications and containers cannot start',
-                  'run `nvidia-modprobe -u -c=0` (or `modprobe nvidia_uvm`); add nvidia-uvm to /etc/modules-load.d/nvidia-uvm.conf '
+                  'run `nvidia-modprobe -u -c=0` (or `modprobe nvidia_uvm`); list nvidia-uvm in a file under /etc/modules-load.d/ '
                   'so it loads at boot (or use fix_device_nodes=true)')
 
 

@@ -176,7 +176,7 @@ checks:
     remedy:
       description: What to do about a failure or warning; empty when passed or skipped.
       type: str
-      sample: "run `nvidia-modprobe -u -c=0`; add nvidia-uvm to /etc/modules-load.d/nvidia-uvm.conf"
+      sample: "run `nvidia-modprobe -u -c=0`; list nvidia-uvm in a file under /etc/modules-load.d/"
   sample:
     - {id: driver_module_loaded, layer: kernel, status: pass, message: "kernel module nvidia is loaded (version 535.261.03)", remedy: ""}
 failed_checks:
