@@ -14,7 +14,7 @@ export ANSIBLE_COLLECTIONS_PATH := $(CURDIR)/.build/collections
 export PY_COLORS := 0
 export ANSIBLE_FORCE_COLOR := 0
 
-.PHONY: help venv collection docker images kube-binaries lab-up lab-down kubelab-test lint yamllint ansible-lint sanity units molecule molecules test build clean
+.PHONY: help venv collection docker images kube-binaries lab-up lab-down demo kubelab-test lint yamllint ansible-lint sanity units molecule molecules test build clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-18s %s\n", $$1, $$2}'
@@ -48,6 +48,18 @@ lab-up: venv collection images kube-binaries  ## start the Kubernetes lab's cont
 
 lab-down:  ## stop the Kubernetes lab and remove its nodes and state
 	lab/labctl kube down
+
+DEMO_NODES ?= gpu-h100-1:h100x8 gpu-a100-1:a100x4-mig:/data/kubelet
+demo: venv collection images kube-binaries  ## the main job: onboard two simulated GPU nodes into the lab
+	lab/labctl kube up
+	@for spec in $(DEMO_NODES); do \
+	  IFS=: read -r name profile root <<< "$$spec"; \
+	  lab/labctl kube node add "$$name" --gpu-profile "$$profile" $${root:+--kubelet-root-dir "$$root"}; \
+	done
+	$(BIN)/ansible-playbook -i inventories/lab playbooks/onboard.yml -l gpu_new
+	lab/labctl kube kubectl get nodes -L gpu-tier \
+	  -o custom-columns='NODE:.metadata.name,STATUS:.status.conditions[-1].type,GPU:.status.allocatable.nvidia\.com/gpu,TIER:.metadata.labels.gpu-tier,DRIVER:.metadata.labels.gpufleet\.io/nvidia-driver,TAINTS:.spec.taints[*].key'
+	@echo "Report: reports/onboard-summary.md. Tear the lab down with: make lab-down"
 
 kubelab-test: venv collection images kube-binaries  ## the Kubernetes lab end to end (pytest)
 	$(BIN)/pytest -p no:cacheprovider tests/kubelab

@@ -1,4 +1,3 @@
-#!/usr/bin/python3
 """SIMULATED NVIDIA device plugin for the gpufleet.node lab (kubelet device-plugin API v1beta1).
 
 It speaks the real kubelet API (Registration.Register, ListAndWatch, Allocate, ...) over the

@@ -24,6 +24,9 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:2] == ["kube", "kubectl"]:  # kubectl's own options pass through untouched
+        argv = ["kube", "kubectl", "--", *argv[2:]]
     args = _parser().parse_args(argv)
     try:
         if args.command == "docker":

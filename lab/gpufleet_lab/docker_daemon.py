@@ -8,7 +8,7 @@ import time
 
 from gpufleet_lab.proc import LabError, run, succeeds
 
-APT_PACKAGES = ("docker.io", "debootstrap")
+APT_PACKAGES = ("docker.io", "debootstrap", "gnupg")
 DOCKERD_LOG = "/var/log/gpufleet-dockerd.log"
 
 

@@ -300,7 +300,7 @@ def _unpack_source(version: str, work: Path) -> Path:
     tmp.mkdir()
     with tarfile.open(main_orig[0]) as archive:
         archive.extractall(tmp)  # noqa: S202 - Debian archive, verified by apt
-    children = [p for p in tmp.iterdir()]
+    children = list(tmp.iterdir())
     top = children[0] if len(children) == 1 and children[0].is_dir() else tmp
     shutil.rmtree(src, ignore_errors=True)
     top.rename(src)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import subprocess
 import sys
 import time
 
@@ -27,6 +28,8 @@ def add_commands(commands: "argparse._SubParsersAction[argparse.ArgumentParser]"
     add.add_argument("--kubelet-root-dir", default=None)
     rm = node_sub.add_parser("rm", help="remove a node")
     rm.add_argument("name")
+    kubectl = commands.add_parser("kubectl", help="run the lab's kubectl with the admin kubeconfig")
+    kubectl.add_argument("kubectl_args", nargs=argparse.REMAINDER, help="kubectl's arguments")
     inv = commands.add_parser("inventory", help="write the lab's Ansible inventory")
     inv.add_argument("--path", default=None, help=f"directory (default: {inventory.DEFAULT_DIR})")
 
@@ -53,6 +56,11 @@ def dispatch(args: argparse.Namespace, command_attr: str = "command") -> int:
             kubectl = None
         print(json.dumps({"api": settings.api_url if ready else None, "kubeconfig": str(settings.admin_kubeconfig),
                           "kubectl": kubectl, "nodes": nodes, "memory_mib": lab.memory_report()}, indent=2))
+    elif args.command == "kubectl":
+        settings = LabSettings.from_env()
+        passed = args.kubectl_args[1:] if args.kubectl_args[:1] == ["--"] else args.kubectl_args
+        argv = [str(binaries.cached_bin_dir() / "kubectl"), "--kubeconfig", str(settings.admin_kubeconfig), *passed]
+        return subprocess.run(argv, check=False).returncode
     elif args.command == "node" and args.node_command == "add":
         node.node_add(args.name, args.gpu_profile, args.kubelet_root_dir)
         inventory.write_inventory()

@@ -335,7 +335,7 @@ def up(timeout: float = 180.0) -> LabSettings:
 
 def _wait_default_service_account(settings: LabSettings) -> None:
     def probe() -> bool:
-        status, _ = api_request(settings, "GET", "/api/v1/namespaces/default/serviceaccounts/default")
+        status, _body = api_request(settings, "GET", "/api/v1/namespaces/default/serviceaccounts/default")
         return status == 200
     wait_for("the default ServiceAccount (controller-manager working)", probe, timeout=90)
 

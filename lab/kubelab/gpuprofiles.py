@@ -6,8 +6,9 @@ Profiles are data files of the simulated GPU host kit, ``lab/gpusim/profiles/<na
 - the kit's own install task file (``lab/gpusim/install.yml``, run with ansible-playbook over the
   docker connection) lays the fake host tree under ``/opt/gpusim/root`` and the ``nvidia-smi``
   stand-in, exactly as molecule scenarios do;
-- ``/opt/gpusim/profile.json``: the profile's GPU list (index, name, UUID), which the simulated
-  device plugin reads when the host tree has no per-GPU ``information`` files.
+- ``/opt/gpusim/profile.json``: the profile itself, installed by the kit; the ``nvidia-smi``
+  stand-in and the simulated device plugin both read it (without the kit, the lab writes only
+  the profile's GPU list there).
 """
 
 from __future__ import annotations
@@ -115,5 +116,6 @@ def install(container: str, profile: Profile) -> None:
                                    f"{result.stdout[-3000:]}\n{result.stderr[-2000:]}")
     else:
         log(f"{task_file} not found: writing only the GPU list of profile {profile.name}")
-    put_file(container, NODE_PROFILE_PATH, simdevices.gpus_to_json(profile.gpus) + "\n", 0o644)
+        put_file(container, NODE_PROFILE_PATH, simdevices.gpus_to_json(profile.gpus) + "\n", 0o644)
+    # The kit installs the whole profile at the same path (nvidia-smi stand-in and plugin read it).
     run(["docker", "exec", container, "test", "-s", NODE_PROFILE_PATH], quiet=True)

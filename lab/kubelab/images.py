@@ -33,6 +33,7 @@ PLUGIN_PACKAGES: tuple[str, ...] = (
     "python3-grpcio", "python3-protobuf", "python3-grpc-tools", "python3-pkg-resources", "python3-yaml",
 )
 PLUGIN_DIR = "/opt/gpusim-device-plugin"
+SMOKE_DIR = "/opt/gpusim-smoke"
 DEVICE_PLUGIN_SRC = REPO_ROOT / "lab" / "deviceplugin"
 SMOKE_SRC = REPO_ROOT / "lab" / "smoke"
 LABEL = "gpufleet.lab.kube.key"
@@ -106,7 +107,7 @@ def _build_by_commit(
 
 APT_SCRIPT = (
     "export DEBIAN_FRONTEND=noninteractive; apt-get update -q; "
-    "apt-get install -y -q --no-install-recommends {packages}; apt-get clean; rm -rf /var/lib/apt/lists/*"
+    "apt-get install -y -q --no-install-recommends {packages}; apt-get clean"
 )
 
 
@@ -114,7 +115,7 @@ def ensure_node_image(settings: LabSettings) -> str:
     base_id = _image_id(settings.base_image)
     if base_id is None:
         raise KubeLabError(f"base image {settings.base_image} is missing: build it first (make images)")
-    key = content_key([base_id, " ".join(NODE_PACKAGES), "node-2"])
+    key = content_key([base_id, " ".join(NODE_PACKAGES), APT_SCRIPT, "node-2"])
     ref = f"{NODE_REPOSITORY}:bookworm-{key}"
     if not _has_key(ref, key):
         log(f"building {ref}")
@@ -170,7 +171,10 @@ def _smoke_image(plugin_key: str) -> str:
     key = content_key([plugin_key, *sources.keys(), *sources.values()])
     if not _has_key(SMOKE_IMAGE, key):
         log(f"building {SMOKE_IMAGE}")
-        files = {"/usr/local/bin/nvidia-smi": sources["nvidia-smi"]}
+        files = {
+            f"{SMOKE_DIR}/nvidia_smi.py": sources["nvidia_smi.py"],
+            "/usr/local/bin/nvidia-smi": f'#!/bin/sh\nexec python3 {SMOKE_DIR}/nvidia_smi.py "$@"\n'.encode(),
+        }
         _build_by_commit(DEVICE_PLUGIN_IMAGE, SMOKE_IMAGE, key, "chmod 0755 /usr/local/bin/nvidia-smi", files,
                          ['ENTRYPOINT ["/usr/local/bin/nvidia-smi"]', "CMD []", "WORKDIR /"])
     return key

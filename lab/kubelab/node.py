@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from kubelab import binaries, controlplane, gpuprofiles, images, pki
+from kubelab import binaries, controlplane, gpuprofiles, images, pki, standins
 from kubelab.common import (
     BIN_MOUNT,
     LABEL_KEY,
@@ -320,6 +320,7 @@ def node_add(name: str, gpu_profile: str, kubelet_root_dir: str | None = None,
                     ip=container_ip(name, settings.network))
     _save_spec(settings, spec)
     gpuprofiles.install(name, profile)
+    standins.install(name)
     for path, (content, mode) in _node_files(settings, spec).items():
         put_file(name, path, content, mode)
     docker_exec(name, ["systemctl", "restart", "containerd"])
@@ -404,4 +405,3 @@ def lab_containers(role: str | None = None) -> list[str]:
     label = f"{LABEL_KEY}.role={role}" if role else f"{LABEL_KEY}={LABEL_VALUE}"
     out = run(["docker", "ps", "-a", "--filter", f"label={label}", "--format", "{{.Names}}"], quiet=True).stdout
     return [line for line in out.splitlines() if line]
-

@@ -1,4 +1,3 @@
-#!/usr/bin/python3
 """SIMULATED `nvidia-smi` for the gpufleet.node lab's smoke-test pods.
 
 There is no GPU and no driver in the lab: this stand-in prints the simulated GPUs that

@@ -135,8 +135,8 @@ def profile_gpu_count(spec: NodeSpec) -> int:
 
 
 def test_both_nodes_ready_with_their_kubelet_root(lab_nodes: dict[str, NodeSpec], k8s: Any,
-                                                   figures: dict[str, Any]) -> None:
-    core, _ = k8s
+                                                  figures: dict[str, Any]) -> None:
+    core = k8s[0]
     names = sorted(lab_nodes)
     nodes = {n.metadata.name: n for n in core.list_node().items}
     assert sorted(nodes) == names
@@ -168,7 +168,8 @@ def test_lab_inventory_reaches_the_nodes(lab_nodes: dict[str, NodeSpec], tmp_pat
     data = json.loads(listing.stdout)
     assert sorted(data["gpu_new"]["hosts"]) == sorted(lab_nodes)
     assert "gpu_new" in data["gpu_nodes"]["children"]
-    ping = subprocess.run([str(VENV_BIN / "ansible"), "-i", str(directory), "gpu_new", "-m", "ansible.builtin.ping"], capture_output=True, text=True, check=False)
+    ping = subprocess.run([str(VENV_BIN / "ansible"), "-i", str(directory), "gpu_new", "-m", "ansible.builtin.ping"],
+                          capture_output=True, text=True, check=False)
     assert ping.returncode == 0, ping.stdout + ping.stderr
     assert ping.stdout.count("SUCCESS") == len(lab_nodes)
 
@@ -213,7 +214,7 @@ def test_right_hostpath_shows_each_profiles_gpus(lab_nodes: dict[str, NodeSpec],
 
 
 def test_pod_with_one_gpu_sees_one_index(lab_nodes: dict[str, NodeSpec], k8s: Any) -> None:
-    core, _ = k8s
+    core = k8s[0]
     core.create_namespaced_pod("default", smoke_pod("gpu-smoke-one", 1))
     try:
         pod = wait("gpu-smoke-one Succeeded",
@@ -231,7 +232,7 @@ def test_pod_with_one_gpu_sees_one_index(lab_nodes: dict[str, NodeSpec], k8s: An
 
 
 def test_pod_asking_too_many_gpus_stays_pending(lab_nodes: dict[str, NodeSpec], k8s: Any) -> None:
-    core, _ = k8s
+    core = k8s[0]
     too_many = max(profile_gpu_count(s) for s in lab_nodes.values()) + 1
     core.create_namespaced_pod("default", smoke_pod("gpu-smoke-too-many", too_many))
     try:
@@ -251,7 +252,7 @@ def test_pod_asking_too_many_gpus_stays_pending(lab_nodes: dict[str, NodeSpec], 
 
 
 def test_plugin_registers_again_after_a_kubelet_restart(lab_nodes: dict[str, NodeSpec], k8s: Any) -> None:
-    core, _ = k8s
+    core = k8s[0]
     name, spec = sorted(lab_nodes.items())[0]
     ds = f"gpusim-plugin-{name}"
     pod = plugin_pod(core, ds)
@@ -304,4 +305,3 @@ def test_down_leaves_nothing_behind(lab_nodes: dict[str, NodeSpec], lab_up: LabS
     assert sysctl.read() == recorded
     assert not Path(lab_up.admin_kubeconfig).exists()
     assert sorted(cgroups_now()) == figures["_cgroups_before"], "pod cgroups left in the machine's hierarchy"
-

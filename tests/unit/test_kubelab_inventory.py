@@ -25,9 +25,15 @@ def test_all_nodes_are_new_by_default() -> None:
     assert set(data["all"]["children"]["gpu_nodes"]["children"]["gpu_new"]["hosts"]) == {"gflab-a", "gflab-b"}
 
 
-def test_group_vars_are_lab_overrides() -> None:
+def test_group_vars_are_lab_overrides(monkeypatch) -> None:
+    monkeypatch.setattr(inventory.standins, "public_key", lambda: "-----BEGIN PGP PUBLIC KEY BLOCK-----\n...\n")
     text = inventory.dump(inventory.render_group_vars(LabSettings()))
     assert text.splitlines()[2] == "---"
     data = yaml.safe_load(text)
-    assert data["gpu_node_join_device_plugin_image"] == "docker.io/gpufleet-lab/device-plugin-sim:0.1.0"
+    image = "{gpu_node_join_device_plugin_registry}/{gpu_node_join_device_plugin_image}:{gpu_node_join_device_plugin_version}"
+    assert image.format(**data) == "docker.io/gpufleet-lab/device-plugin-sim:0.1.0"
     assert data["gpu_node_join_kubeconfig"].endswith("/admin.kubeconfig")
+    assert data["nvidia_driver_kernel_module"] == "none"
+    assert data["container_toolkit_repo_url"].startswith("file:/")
+    assert "BEGIN PGP PUBLIC KEY BLOCK" in data["container_toolkit_repo_key_content"]
+    assert data["containerd_nvidia_cri_settings"]["restrict_oom_score_adj"] is True
