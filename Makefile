@@ -14,7 +14,7 @@ export ANSIBLE_COLLECTIONS_PATH := $(CURDIR)/.build/collections
 export PY_COLORS := 0
 export ANSIBLE_FORCE_COLOR := 0
 
-.PHONY: help venv collection docker images kube-binaries lab-up lab-down demo kubelab-test lint yamllint ansible-lint sanity units molecule molecules test build clean
+.PHONY: help venv collection docker images kube-binaries lab-up lab-down demo bench kubelab-test lint yamllint ansible-lint sanity units molecule molecules test build clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-18s %s\n", $$1, $$2}'
@@ -60,6 +60,9 @@ demo: venv collection images kube-binaries  ## the main job: onboard two simulat
 	lab/labctl kube kubectl get nodes -L gpu-tier \
 	  -o custom-columns='NODE:.metadata.name,STATUS:.status.conditions[-1].type,GPU:.status.allocatable.nvidia\.com/gpu,TIER:.metadata.labels.gpu-tier,DRIVER:.metadata.labels.gpufleet\.io/nvidia-driver,TAINTS:.spec.taints[*].key'
 	@echo "Report: reports/onboard-summary.md. Tear the lab down with: make lab-down"
+
+bench: venv collection images kube-binaries  ## measure the collection on the lab (docs/benchmarks.md)
+	lab/labctl bench
 
 kubelab-test: venv collection images kube-binaries  ## the Kubernetes lab end to end (pytest)
 	$(BIN)/pytest -p no:cacheprovider tests/kubelab

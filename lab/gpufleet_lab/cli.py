@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from gpufleet_lab import docker_daemon, images
+from gpufleet_lab import bench, docker_daemon, images
 from gpufleet_lab.proc import LabError
 from kubelab import cli as kube_cli
 from kubelab.binaries import BuildError
@@ -18,6 +18,7 @@ def _parser() -> argparse.ArgumentParser:
     build = commands.add_parser("images", help="build (or reuse) the node base images")
     build.add_argument("releases", nargs="*", default=["bookworm"], choices=sorted(images.RELEASES),
                        help="Debian releases (default: bookworm)")
+    commands.add_parser("bench", help="measure the collection on the Kubernetes lab (docs/benchmarks.md)")
     kube = commands.add_parser("kube", help="the Kubernetes lab: control plane and simulated GPU nodes")
     kube_cli.add_commands(kube.add_subparsers(dest="kube_command", required=True))
     return parser
@@ -34,6 +35,8 @@ def main(argv: list[str] | None = None) -> int:
         elif args.command == "images":
             for release in args.releases:
                 images.ensure(release)
+        elif args.command == "bench":
+            return bench.main()
         elif args.command == "kube":
             return kube_cli.dispatch(args, command_attr="kube_command")
     except (LabError, KubeLabError, BuildError) as error:

@@ -76,7 +76,7 @@ def parse_deb822_sources(text: str) -> list[AptSource]:
                 continue
             if ":" not in line:
                 continue
-            key, _, value = line.partition(":")
+            key, _sep, value = line.partition(":")
             key = key.strip().lower()
             fields[key] = value.strip()
         if "deb" not in fields.get("types", "").split():

@@ -14,7 +14,7 @@ from kubelab.common import KubeLabError, LabSettings
 
 
 def add_commands(commands: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
-    """Register the lab's subcommands on ``commands`` (the lead's CLI can call this too)."""
+    """Register the lab's subcommands on ``commands`` (labctl's CLI calls this too)."""
     build = commands.add_parser("build-binaries", help="build (or reuse) the Kubernetes binaries")
     build.add_argument("--force", action="store_true", help="rebuild even when cached binaries answer")
     commands.add_parser("up", help="start the control plane (idempotent)")
