@@ -91,9 +91,18 @@ def render_group_vars(settings: LabSettings) -> dict[str, Any]:
 
 
 def dump(data: dict[str, Any]) -> str:
+    """YAML that yamllint accepts: sequences indented under their key, multi-line strings as literal blocks."""
     import yaml  # PyYAML: the virtualenv's, or Debian's python3-yaml
 
-    return HEADER + "---\n" + yaml.safe_dump(data, default_flow_style=False, sort_keys=False)
+    class Dumper(yaml.SafeDumper):  # pylint: disable=too-many-ancestors
+        def increase_indent(self, flow: bool = False, indentless: bool = False) -> None:
+            super().increase_indent(flow, False)
+
+    def literal_when_multiline(dumper: yaml.SafeDumper, text: str) -> yaml.ScalarNode:
+        return dumper.represent_scalar("tag:yaml.org,2002:str", text, style="|" if "\n" in text else None)
+
+    Dumper.add_representer(str, literal_when_multiline)
+    return HEADER + "---\n" + yaml.dump(data, Dumper=Dumper, default_flow_style=False, sort_keys=False)
 
 
 def write_inventory(path: Path | str | None = None) -> Path:
