@@ -432,18 +432,23 @@ def parse_xid_events(text):
     return events
 
 
+def _nvrm_text(text):
+    """The driver's NVRM messages of a kernel log joined into one line (they wrap over several)."""
+    parts = []
+    for line in kernel_log_lines(text):
+        position = line.find('NVRM:')
+        if position >= 0:
+            parts.append(line[position + 5:].strip())
+    return ' '.join(parts)
+
+
 _API_MISMATCH_RE = re.compile(
     r'API mismatch: the client has the version (?P<client>\d+(?:\.\d+)+), but\s+this kernel module has the version (?P<kernel>\d+(?:\.\d+)+)\.')
 
 
 def parse_api_mismatch(text):
     """Find the kernel's 'NVRM: API mismatch' report: {'client', 'kernel'} of the last one, or None."""
-    parts = []
-    for line in kernel_log_lines(text):
-        position = line.find('NVRM:')
-        if position >= 0:
-            parts.append(line[position + 5:].strip())
-    joined = ' '.join(parts)
+    joined = _nvrm_text(text)
     found = None
     for match in _API_MISMATCH_RE.finditer(joined):
         found = {'client': match.group('client'), 'kernel': match.group('kernel')}
@@ -456,12 +461,7 @@ _FALLEN_OFF_RE = re.compile(
 
 def parse_fallen_off_bus(text):
     """PCI addresses of GPUs the kernel reported as 'fallen off the bus' (also without an Xid)."""
-    parts = []
-    for line in kernel_log_lines(text):
-        position = line.find('NVRM:')
-        if position >= 0:
-            parts.append(line[position + 5:].strip())
-    joined = ' '.join(parts)
+    joined = _nvrm_text(text)
     found = []
     for match in _FALLEN_OFF_RE.finditer(joined):
         pci = normalize_pci(match.group('pci'))
