@@ -22,9 +22,10 @@ import subprocess
 import sys
 import tarfile
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Sequence
+
+from gpufleet_lab.apt_mirror import AptSource, host_apt_sources
 
 SOURCE_PACKAGE = "kubernetes"
 SOURCE_SUITE = "bookworm"
@@ -47,77 +48,9 @@ class BuildError(RuntimeError):
     """The binaries could not be built or verified."""
 
 
-@dataclass(frozen=True)
-class AptSource:
-    """One Debian archive source of the host (a ``deb`` entry)."""
-
-    uri: str
-    suites: tuple[str, ...]
-    components: tuple[str, ...]
-    signed_by: str | None
-
-
 def cache_root() -> Path:
     """Cache root; ``GPUFLEET_KUBE_CACHE`` overrides the default."""
     return Path(os.environ.get("GPUFLEET_KUBE_CACHE", str(DEFAULT_CACHE_ROOT)))
-
-
-def parse_deb822_sources(text: str) -> list[AptSource]:
-    """Parse a deb822 ``.sources`` file into its ``deb`` entries (comments ignored)."""
-    entries: list[AptSource] = []
-    for paragraph in re.split(r"\n\s*\n", text):
-        fields: dict[str, str] = {}
-        key = ""
-        for line in paragraph.splitlines():
-            if not line.strip() or line.lstrip().startswith("#"):
-                continue
-            if line[0] in " \t" and key:
-                fields[key] += " " + line.strip()
-                continue
-            if ":" not in line:
-                continue
-            key, _sep, value = line.partition(":")
-            key = key.strip().lower()
-            fields[key] = value.strip()
-        if "deb" not in fields.get("types", "").split():
-            continue
-        if fields.get("enabled", "yes").lower() == "no":
-            continue
-        for uri in fields.get("uris", "").split():
-            entries.append(
-                AptSource(
-                    uri=uri,
-                    suites=tuple(fields.get("suites", "").split()),
-                    components=tuple(fields.get("components", "").split()),
-                    signed_by=fields.get("signed-by"),
-                )
-            )
-    return entries
-
-
-def parse_one_line_sources(text: str) -> list[AptSource]:
-    """Parse one-line style ``sources.list`` text into its ``deb`` entries."""
-    entries: list[AptSource] = []
-    for raw in text.splitlines():
-        line = raw.split("#", 1)[0].strip()
-        if not line.startswith("deb "):
-            continue
-        words = line.split()[1:]
-        signed_by: str | None = None
-        if words and words[0].startswith("["):
-            options: list[str] = []
-            while words:
-                word = words.pop(0)
-                options.append(word.strip("[]"))
-                if word.endswith("]"):
-                    break
-            for option in options:
-                if option.startswith("signed-by="):
-                    signed_by = option.split("=", 1)[1]
-        if len(words) < 3:
-            continue
-        entries.append(AptSource(words[0], (words[1],), tuple(words[2:]), signed_by))
-    return entries
 
 
 def find_debian_mirror(sources: Iterable[AptSource], suite: str = SOURCE_SUITE) -> AptSource:
@@ -129,22 +62,6 @@ def find_debian_mirror(sources: Iterable[AptSource], suite: str = SOURCE_SUITE) 
         f"no Debian apt source for suite {suite!r} component 'main' found on this host; "
         "add one (deb822 under /etc/apt/sources.list.d/ or /etc/apt/sources.list)"
     )
-
-
-def host_apt_sources(etc_apt: Path = Path("/etc/apt")) -> list[AptSource]:
-    """Read every enabled ``deb`` entry of the host's apt configuration."""
-    found: list[AptSource] = []
-    one_line = etc_apt / "sources.list"
-    if one_line.is_file():
-        found += parse_one_line_sources(one_line.read_text())
-    parts = etc_apt / "sources.list.d"
-    if parts.is_dir():
-        for path in sorted(parts.iterdir()):
-            if path.suffix == ".sources":
-                found += parse_deb822_sources(path.read_text())
-            elif path.suffix == ".list":
-                found += parse_one_line_sources(path.read_text())
-    return found
 
 
 def render_deb_src(source: AptSource, suite: str = SOURCE_SUITE) -> str:

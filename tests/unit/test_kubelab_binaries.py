@@ -5,6 +5,7 @@ from pathlib import Path
 
 import pytest
 
+from gpufleet_lab.apt_mirror import AptSource, parse_deb822_sources
 from kubelab import binaries
 
 DEB822 = """Types: deb
@@ -27,46 +28,19 @@ Components: main
 """
 
 
-def test_deb822_sources_keep_only_deb_entries() -> None:
-    sources = binaries.parse_deb822_sources(DEB822)
-    assert [s.uri for s in sources] == ["http://mirror.example/debian", "http://mirror.example/debian-security"]
-    assert sources[0].suites == ("bookworm", "bookworm-updates")
-    assert sources[0].signed_by == "/usr/share/keyrings/debian-archive-keyring.gpg"
-
-
-def test_disabled_deb822_entry_is_ignored() -> None:
-    assert binaries.parse_deb822_sources("Types: deb\nEnabled: no\nURIs: http://x/debian\nSuites: bookworm\n"
-                                         "Components: main\n") == []
-
-
-def test_one_line_sources_with_options() -> None:
-    text = "# c\ndeb [arch=amd64 signed-by=/k.gpg] http://m.example/debian bookworm main contrib\ndeb-src http://s bookworm main\n"
-    (source,) = binaries.parse_one_line_sources(text)
-    assert source == binaries.AptSource("http://m.example/debian", ("bookworm",), ("main", "contrib"), "/k.gpg")
-
-
 def test_mirror_is_the_bookworm_main_source_not_security() -> None:
-    sources = list(reversed(binaries.parse_deb822_sources(DEB822)))
+    sources = list(reversed(parse_deb822_sources(DEB822)))
     assert binaries.find_debian_mirror(sources).uri == "http://mirror.example/debian"
 
 
 def test_no_bookworm_source_is_a_clear_error() -> None:
     with pytest.raises(binaries.BuildError, match="'bookworm' component 'main'"):
-        binaries.find_debian_mirror([binaries.AptSource("http://x/debian", ("trixie",), ("main",), None)])
+        binaries.find_debian_mirror([AptSource("http://x/debian", ("trixie",), ("main",), None)])
 
 
 def test_deb_src_entry_uses_the_hosts_mirror_and_keyring() -> None:
-    text = binaries.render_deb_src(binaries.AptSource("http://m/debian", ("bookworm",), ("main",), "/k.gpg"))
+    text = binaries.render_deb_src(AptSource("http://m/debian", ("bookworm",), ("main",), "/k.gpg"))
     assert "Types: deb-src\nURIs: http://m/debian\nSuites: bookworm\nComponents: main\nSigned-By: /k.gpg\n" in text
-
-
-def test_host_sources_read_both_formats(tmp_path: Path) -> None:
-    (tmp_path / "sources.list.d").mkdir()
-    (tmp_path / "sources.list").write_text("deb http://a/debian bookworm main\n")
-    (tmp_path / "sources.list.d" / "debian.sources").write_text(DEB822)
-    (tmp_path / "sources.list.d" / "x.list.disabled").write_text("deb http://no/debian bookworm main\n")
-    assert [s.uri for s in binaries.host_apt_sources(tmp_path)] == [
-        "http://a/debian", "http://mirror.example/debian", "http://mirror.example/debian-security"]
 
 
 @pytest.mark.parametrize(("debian", "upstream"), [

@@ -1,11 +1,14 @@
 """The lab reuses the Debian archive this machine's apt already uses."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from gpufleet_lab import apt_mirror, images
 
 DEB822 = """Types: deb
+# a comment
 URIs: http://mirror.example/debian
 Suites: bookworm bookworm-updates
 Components: main
@@ -15,16 +18,50 @@ Types: deb
 URIs: http://mirror.example/debian-security
 Suites: bookworm-security
 Components: main
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+
+Types: deb-src
+URIs: http://src.example/debian
+Suites: bookworm
+Components: main
 """
 ONE_LINE = """# comment
-deb [signed-by=/usr/share/keyrings/x.gpg] http://old.example/debian/ bookworm main
+deb [arch=amd64 signed-by=/usr/share/keyrings/x.gpg] http://old.example/debian/ bookworm main contrib
 deb-src http://old.example/debian bookworm main
 """
 
 
-def test_deb822_and_one_line_sources_are_both_read() -> None:
-    uris = apt_mirror.parse_uris({"debian.sources": DEB822, "sources.list": ONE_LINE})
-    assert uris == ["http://mirror.example/debian", "http://mirror.example/debian-security", "http://old.example/debian/"]
+def test_deb822_sources_keep_only_deb_entries() -> None:
+    sources = apt_mirror.parse_deb822_sources(DEB822)
+    assert [s.uri for s in sources] == ["http://mirror.example/debian", "http://mirror.example/debian-security"]
+    assert sources[0].suites == ("bookworm", "bookworm-updates")
+    assert sources[0].signed_by == "/usr/share/keyrings/debian-archive-keyring.gpg"
+
+
+def test_disabled_deb822_entry_is_ignored() -> None:
+    assert apt_mirror.parse_deb822_sources("Types: deb\nEnabled: no\nURIs: http://x/debian\nSuites: bookworm\n"
+                                           "Components: main\n") == []
+
+
+def test_one_line_sources_with_options() -> None:
+    (source,) = apt_mirror.parse_one_line_sources(ONE_LINE)
+    assert source == apt_mirror.AptSource("http://old.example/debian/", ("bookworm",), ("main", "contrib"),
+                                          "/usr/share/keyrings/x.gpg")
+
+
+def test_host_sources_read_both_formats_in_apt_order(tmp_path: Path) -> None:
+    (tmp_path / "sources.list.d").mkdir()
+    (tmp_path / "sources.list").write_text(ONE_LINE)
+    (tmp_path / "sources.list.d" / "debian.sources").write_text(DEB822)
+    (tmp_path / "sources.list.d" / "x.list.disabled").write_text("deb http://no/debian bookworm main\n")
+    assert [s.uri for s in apt_mirror.host_apt_sources(tmp_path)] == [
+        "http://old.example/debian/", "http://mirror.example/debian", "http://mirror.example/debian-security"]
+    assert apt_mirror.host_mirrors(tmp_path) == apt_mirror.Mirrors("http://old.example/debian",
+                                                                   "http://mirror.example/debian-security")
+
+
+def test_host_without_sources_falls_back_to_the_debian_archive(tmp_path: Path) -> None:
+    assert apt_mirror.host_mirrors(tmp_path).archive == apt_mirror.FALLBACK_ARCHIVE
 
 
 @pytest.mark.parametrize(
