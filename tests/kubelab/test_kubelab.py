@@ -259,10 +259,12 @@ def test_plugin_registers_again_after_a_kubelet_restart(lab_nodes: dict[str, Nod
     subprocess.run(["docker", "exec", name, "systemctl", "restart", "kubelet"], check=True)
     wait("the plugin noticing the kubelet restart", lambda: "registering again"
          in pod_log(core, pod.metadata.name, NS), timeout=90, interval=3)
+    # The kubelet starts ListAndWatch before its Register answer reaches the plugin, so the second
+    # "registered" line can trail the restart notice: wait for it rather than read the log once.
+    wait("the plugin's second registration to succeed", lambda: pod_log(core, pod.metadata.name, NS)
+         .count("registered nvidia.com/gpu with the kubelet") >= 2, timeout=90, interval=3)
     expected = profile_gpu_count(spec)
     wait(f"{name} Allocatable back to {expected}", lambda: allocatable_gpus(core, name) == expected, timeout=90)
-    log = core.read_namespaced_pod_log(pod.metadata.name, NS)
-    assert log.count("registered nvidia.com/gpu with the kubelet") >= 2, log
 
 
 def test_time_slicing_replicas_multiply_the_devices(lab_nodes: dict[str, NodeSpec], k8s: Any) -> None:
