@@ -3,7 +3,8 @@
 1. Onboarding one bare node with playbooks/onboard.yml vs the raw `apt-get install` of the same
    pinned packages on an identical fresh node (the floor).
 2. An idempotent re-run of onboard.yml on 1 and on 4 onboarded nodes.
-3. The preflight through nvidia_gpu_check vs the same checklist as separate shell tasks.
+3. The same idempotent re-run on 1 node with pipelining off vs on.
+4. The preflight through nvidia_gpu_check vs the same checklist as separate shell tasks.
 
 Figures are wall-clock seconds on this machine, reported as ratios measured in one run; they are
 written to docs/benchmarks.md and reports/benchmarks.json. Nothing here asserts a time.
@@ -21,6 +22,7 @@ from pathlib import Path
 from typing import Callable
 
 from gpufleet_lab import apt_mirror
+from kubelab import standins
 
 REPO = Path(__file__).resolve().parents[2]
 LABCTL = str(REPO / "lab" / "labctl")
@@ -64,7 +66,7 @@ def _held_packages(node: str) -> list[str]:
 def _raw_install(node: str, packages: list[str]) -> None:
     """What an engineer would type: the sources, then apt-get install of the exact versions."""
     mirrors = apt_mirror.host_mirrors()
-    key = _standin_key().read_text()
+    key = (standins.ensure_repository() / "gpgkey").read_text()
     script = (
         "set -e; export DEBIAN_FRONTEND=noninteractive; mkdir -p /etc/apt/keyrings; "
         "printf '%s' \"$KEY\" > /etc/apt/keyrings/toolkit.asc; "
@@ -75,13 +77,6 @@ def _raw_install(node: str, packages: list[str]) -> None:
         "apt-get update -q; apt-get install -y -q --no-install-recommends --allow-downgrades \"$@\""
     )
     _run(["docker", "exec", "-e", f"KEY={key}", "-e", f"MIRROR={mirrors.archive}", node, "sh", "-c", script, "raw", *packages])
-
-
-def _standin_key() -> Path:
-    sys.path.insert(0, str(REPO / "lab"))
-    from kubelab import standins  # pylint: disable=import-outside-toplevel
-
-    return standins.ensure_repository() / "gpgkey"
 
 
 def _machine() -> dict[str, str]:
