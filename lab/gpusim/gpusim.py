@@ -1,21 +1,38 @@
 """SIMULATED GPU host for the gpufleet.node lab (there is no GPU and no NVIDIA driver in the lab).
 
-Two roles, standard library only (it runs on the lab's node containers with Debian's python3):
+Standard library only (it runs on the lab's node containers with Debian's python3). The simulated
+host has a KERNEL side (the nvidia module: ``/proc``, ``/sys``, ``/dev``, always simulated) and a
+USER SPACE (libnvidia-ml): the profile's (``--userspace profile``, the default) or the node's real
+installed driver packages (``--userspace host``: ``root/<library_dir>`` is a symlink to the real
+``/<library_dir>``). State that outlives a build lives in ``PREFIX/state/``: ``settings.json`` (the
+user-space mode), ``module_version`` (the loaded module after a reload) and ``holders/NAME``.
 
-``gpusim.py build --profile PROFILE.json --prefix DIR [--check] [--reset]``
-    Lays out a fake host tree for one profile under ``DIR/root`` (``proc/``, ``sys/``, ``dev/``,
-    the NVML library file) and installs the ``nvidia-smi`` stand-in as ``DIR/bin/nvidia-smi``.
-    It only creates or corrects what the profile describes and never removes anything else, so a
-    node fixed by ``nvidia_gpu_check fix_device_nodes=true`` stays fixed on the next build;
-    ``--reset`` (or a different profile) rebuilds the tree from scratch. Prints one JSON object:
-    ``{"changed": bool, "actions": [...]}``. Device nodes are real character devices (mknod), so
-    it must run as root.
+``gpusim.py build --profile PROFILE.json --prefix DIR [--userspace profile|host] [--check] [--reset]``
+    Lays out a fake host tree for one profile under ``DIR/root`` and installs ``DIR/bin/nvidia-smi``
+    (host-side stand-in), ``DIR/bin/gpusim`` (this CLI for DIR) and ``DIR/lib/container-nvidia-smi``
+    (the stand-in the runtime mounts into containers). It only creates or corrects what the profile
+    describes and never removes anything else, so a node fixed by ``nvidia_gpu_check
+    fix_device_nodes=true`` stays fixed on the next build, and a reloaded module stays reloaded;
+    ``--reset``, a different profile or another user-space mode rebuild the tree from scratch and
+    clear the module and holder state. Prints ``{"changed": bool, "actions": [...]}``. Device nodes
+    are real character devices (mknod), so it must run as root.
 
-``DIR/bin/nvidia-smi ARGS`` (the stand-in, which calls ``gpusim.py nvidia-smi --prefix DIR ARGS``)
+``gpusim.py reload|reboot|hold NAME [--pid PID]|release NAME|holders [--prefix DIR]``
+    ``reload`` acts like ``modprobe -r nvidia_uvm nvidia_modeset nvidia && modprobe nvidia
+    nvidia_uvm``: the loaded module becomes the installed user space's version (refused with
+    modprobe's messages while a holder is alive or when no driver is installed). ``reboot`` drops
+    the holders, then reloads. Holders are simulated driver clients (nvidia-persistenced, DCGM).
+
+``DIR/bin/nvidia-smi ARGS`` (the stand-in, which calls ``nvidia_smi(DIR, ARGS)``)
     Answers the nvidia-smi calls the collection makes: ``--query-gpu=...`` with
     ``--format=csv[,noheader][,nounits]`` (rendered from the profile), ``-L`` and the plain table
-    (replayed verbatim from recordings when the profile names one, else rendered), and a profile's
-    recorded error (printed for every call, with the profile's exit status).
+    (replayed verbatim from recordings when the profile names one, else rendered), NVIDIA's
+    failures for a missing user space, an unloaded module and a driver/library version mismatch,
+    and a profile's recorded error while the host is in the recorded situation.
+
+``injection(prefix, selectors)`` and ``gpus(prefix)``
+    Library API of the STAND-IN nvidia-container-runtime (tests/standins/toolkit): which GPUs and
+    device nodes a container asking for ``selectors`` gets, with nvidia-container-cli's errors.
 """
 
 from __future__ import annotations
@@ -60,6 +77,25 @@ class GpusimError(Exception):
     """A bad profile or an impossible request; the message says what and where."""
 
 
+class ModprobeError(GpusimError):
+    """A refused module reload; the message is modprobe's own."""
+
+
+USERSPACE_MODES = ("profile", "host")
+NVC_UNKNOWN_DEVICE = "nvidia-container-cli: device error: %s: unknown device"
+NVC_NO_LIBRARY = ("nvidia-container-cli: initialization error: load library failed: libnvidia-ml.so.1: "
+                  "cannot open shared object file: no such file or directory")
+NVC_NOT_LOADED = "nvidia-container-cli: initialization error: nvml error: driver not loaded"
+NVC_MISMATCH = "nvidia-container-cli: initialization error: nvml error: driver/library version mismatch"
+SMI_NO_LIBRARY = ("NVIDIA-SMI couldn't find libnvidia-ml.so library in your system. Please make sure that the NVIDIA Display Driver "
+                  "is properly installed and present in your system.\nPlease also try adding directory that contains libnvidia-ml.so "
+                  "to your system PATH.\n")
+SMI_NO_DRIVER = ("NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. Make sure that the latest NVIDIA "
+                 "driver is installed and running.\n")
+SMI_MISMATCH = "Failed to initialize NVML: Driver/library version mismatch\nNVML library version: %s\n"
+CONTROL_NODES = ("nvidiactl", "nvidia-uvm", "nvidia-uvm-tools")
+
+
 # --------------------------------------------------------------------------- profile
 
 REQUIRED_KEYS = ("schema_version", "name", "gpus", "recordings", "driver_version", "kernel_module", "modules", "device_nodes", "kernel", "nvidia_smi")
@@ -96,6 +132,183 @@ def recording(directory, name):
             return handle.read()
     except OSError as error:
         raise GpusimError("recording %s: %s" % (path, error.strerror)) from None
+
+
+# --------------------------------------------------------------------------- node state
+
+
+def _state(prefix, *parts):
+    return os.path.join(prefix, "state", *parts)
+
+
+def _read_text(path):
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return handle.read()
+    except FileNotFoundError:
+        return None
+
+
+def _write_text(path, text):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    temporary = path + ".tmp"
+    with open(temporary, "w", encoding="utf-8") as handle:
+        handle.write(text)
+    os.replace(temporary, path)
+
+
+def userspace_mode(prefix):
+    text = _read_text(_state(prefix, "settings.json"))
+    return json.loads(text).get("userspace", "profile") if text else "profile"
+
+
+def stored_module_version(prefix):
+    text = _read_text(_state(prefix, "module_version"))
+    return (text.strip() or None) if text else None
+
+
+def installed_profile(prefix, missing=NVC_NO_LIBRARY):
+    """The profile a build installed under prefix; by default no kit at all reads as no driver installed."""
+    path = os.path.join(prefix, "profile.json")
+    if not os.path.exists(path):
+        raise GpusimError(missing)
+    return load_profile(path)
+
+
+def _built(prefix):
+    return installed_profile(prefix, missing="%s: no simulated host there (run gpusim.py build first)" % prefix)
+
+
+def _version_key(version):
+    return [int(part) if part.isdigit() else -1 for part in version.split(".")]
+
+
+def library_version(directory):
+    """Highest X of libnvidia-ml.so.X in directory or its nvidia/current (where Debian's libnvidia-ml1 puts it,
+    behind an alternatives link), None when no user space is installed."""
+    versions = []
+    for where in (directory, os.path.join(directory, "nvidia", "current")):
+        try:
+            names = os.listdir(where)
+        except OSError:
+            continue
+        versions += [name[len("libnvidia-ml.so."):] for name in names if name.startswith("libnvidia-ml.so.")]
+    versions = [version for version in versions if version.count(".") >= 1]
+    return max(versions, key=_version_key) if versions else None
+
+
+def node_state(prefix, profile=None):
+    """{"userspace": version or None, "module_loaded": bool, "module_version": version or None} of the simulated host now."""
+    profile = profile or installed_profile(prefix)
+    if userspace_mode(prefix) == "host":
+        userspace = library_version(os.path.join(prefix, "root", _library_dir(profile)))
+    else:
+        userspace = profile["driver_version"]
+    return _versions(profile, userspace, stored_module_version(prefix))
+
+
+def _versions(profile, userspace, reloaded):
+    """The node state of a user space and a reloaded module version (None: the profile's module, as the build left it)."""
+    loaded = bool(reloaded) or bool(profile["kernel_module"].get("loaded"))
+    return {"userspace": userspace, "module_loaded": loaded,
+            "module_version": (reloaded or profile["kernel_module"]["version"]) if loaded else None}
+
+
+def in_recorded_situation(profile, state):
+    """True while versions are the ones the profile's recordings were made with (no reload, same user space)."""
+    return state["module_version"] == profile["kernel_module"]["version"] and state["userspace"] == profile["driver_version"]
+
+
+def effective_profile(profile, state):
+    """The profile as the host is now: user-space and module versions from state; version recordings only while they still hold."""
+    current = json.loads(json.dumps(profile))
+    current["driver_version"] = state["userspace"]
+    module = current["kernel_module"]
+    if state["module_version"] != module["version"]:
+        module.update(proc_version_recording=None, sys_module_version_recording=None)
+    module["loaded"] = state["module_loaded"]
+    module["version"] = state["module_version"] or module["version"]
+    if not in_recorded_situation(profile, state):
+        current["nvidia_smi"] = dict(current["nvidia_smi"], error=None)
+        if state["userspace"] != profile["driver_version"]:
+            current["nvidia_smi"]["replay"] = dict(current["nvidia_smi"].get("replay") or {}, table=None)
+    return current
+
+
+def _library_dir(profile):
+    return profile.get("library_dir", "usr/lib/x86_64-linux-gnu")
+
+
+# --------------------------------------------------------------------------- holders
+
+
+def _pid_alive(pid):
+    return os.path.exists("/proc/%d" % pid)
+
+
+def _holder_path(prefix, name):
+    if not name or "/" in name or name.startswith("."):
+        raise GpusimError("holder name %r: use a plain name such as nvidia-persistenced" % name)
+    return _state(prefix, "holders", name)
+
+
+def hold(prefix, name, pid=None):
+    """Record a simulated driver client; with a pid it holds the module only while that process lives. Returns changed."""
+    path = _holder_path(prefix, name)
+    text = "" if pid is None else "%d\n" % pid
+    if _read_text(path) == text:
+        return False
+    _write_text(path, text)
+    return True
+
+
+def release(prefix, name):
+    path = _holder_path(prefix, name)
+    if not os.path.exists(path):
+        return False
+    os.remove(path)
+    return True
+
+
+def holders(prefix):
+    """[{"name": ..., "pid": int or None}] of the holders that still hold the module."""
+    directory = _state(prefix, "holders")
+    alive = []
+    for name in sorted(os.listdir(directory)) if os.path.isdir(directory) else []:
+        text = (_read_text(os.path.join(directory, name)) or "").strip()
+        pid = int(text) if text.isdigit() else None
+        if pid is None or _pid_alive(pid):
+            alive.append({"name": name, "pid": pid})
+    return alive
+
+
+# --------------------------------------------------------------------------- reload and reboot
+
+MODULE_PATHS = ("proc/driver/nvidia/", "sys/module/", "proc/modules", "proc/devices")
+
+
+def reload(prefix):
+    """modprobe -r the nvidia modules and load the installed user space's version; returns the CLI's JSON object."""
+    profile = _built(prefix)
+    if holders(prefix):
+        raise ModprobeError("modprobe: FATAL: Module nvidia is in use.")
+    state = node_state(prefix, profile)
+    if state["userspace"] is None:
+        raise ModprobeError("modprobe: FATAL: Module nvidia not found in directory /lib/modules/%s" % profile["kernel"]["release"])
+    _write_text(_state(prefix, "module_version"), state["userspace"] + "\n")
+    after = effective_profile(profile, node_state(prefix, profile))
+    tree = desired_tree(after, os.path.join(prefix, "recordings"))
+    root = os.path.join(prefix, "root")
+    _apply(prefix, {os.path.join(root, path): spec for path, spec in tree.items() if path.startswith(MODULE_PATHS)})
+    return {"changed": state["module_version"] != state["userspace"], "module_version_before": state["module_version"],
+            "module_version": state["userspace"]}
+
+
+def reboot(prefix):
+    """After a reboot no driver client is left: drop the holders, then load the module of the installed user space."""
+    _built(prefix)
+    shutil.rmtree(_state(prefix, "holders"), ignore_errors=True)
+    return reload(prefix)
 
 
 # --------------------------------------------------------------------------- rendering
@@ -160,8 +373,10 @@ def render_kernel_log(profile, recordings):
     return "".join(parts)
 
 
-def desired_tree(profile, recordings):
-    """{relative path: ('file', text) | ('bytes', data) | ('char', major, minor, mode) | ('link', target) | ('dir',)}"""
+def desired_tree(profile, recordings, host_library=None):
+    """{relative path: ('file', text) | ('bytes', data) | ('char', major, minor, mode) | ('link', target) | ('dir',)}
+
+    host_library: the real library directory the tree's library_dir links to (host user space)."""
     tree = {}
     module = profile["kernel_module"]
     kernel = profile["kernel"]
@@ -175,9 +390,12 @@ def desired_tree(profile, recordings):
         tree["sys/firmware/efi/efivars"] = ("dir",)
         if kernel.get("secure_boot") is not None:
             tree[SECURE_BOOT_VAR] = ("bytes", b"\x06\x00\x00\x00" + (b"\x01" if kernel["secure_boot"] else b"\x00"))
-    library_dir = profile.get("library_dir", "usr/lib/x86_64-linux-gnu")
-    tree["%s/libnvidia-ml.so.%s" % (library_dir, profile["driver_version"])] = ("file", "")
-    tree["%s/libnvidia-ml.so.1" % library_dir] = ("link", "libnvidia-ml.so.%s" % profile["driver_version"])
+    library_dir = _library_dir(profile)
+    if host_library:
+        tree[library_dir] = ("link", host_library)
+    else:
+        tree["%s/libnvidia-ml.so.%s" % (library_dir, profile["driver_version"])] = ("file", "")
+        tree["%s/libnvidia-ml.so.1" % library_dir] = ("link", "libnvidia-ml.so.%s" % profile["driver_version"])
     if module.get("loaded"):
         tree["proc/driver/nvidia/version"] = ("file", render_proc_version(profile, recordings))
         tree["sys/module/nvidia/version"] = ("file", render_sys_module_version(profile, recordings))
@@ -259,46 +477,43 @@ def _make(path, wanted):
         os.chmod(path, wanted[3])
 
 
-def stand_in_script():
+def _wrapper_script(docstring, call):
     return ('#!/usr/bin/python3\n'
-            '"""SIMULATED nvidia-smi of the gpufleet.node lab (gpusim): replays recorded outputs of real machines."""\n'
+            '"""%s"""\n'
             'import os\nimport sys\n\n'
             'PREFIX = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))\n'
             'sys.path.insert(0, os.path.join(PREFIX, "lib"))\n'
             'import gpusim  # noqa: E402\n\n'
-            'sys.exit(gpusim.nvidia_smi(PREFIX, sys.argv[1:]))\n')
+            'sys.exit(%s)\n' % (docstring, call))
 
 
-def build(profile_path, prefix, check=False, reset=False, recordings=None):
-    """Build (or check) the tree of one profile under prefix; return (changed, actions)."""
-    profile = load_profile(profile_path)
-    recordings = recordings or os.path.join(os.path.dirname(os.path.abspath(profile_path)), os.pardir, "recordings")
-    recordings = os.path.normpath(recordings)
-    root = os.path.join(prefix, "root")
+def stand_in_script():
+    return _wrapper_script("SIMULATED nvidia-smi of the gpufleet.node lab (gpusim): replays recorded outputs of real machines.",
+                           "gpusim.nvidia_smi(PREFIX, sys.argv[1:])")
+
+
+def cli_script():
+    return _wrapper_script("SIMULATED GPU host of the gpufleet.node lab (gpusim): reload, reboot, hold, release, holders of this prefix.",
+                           "gpusim.main(sys.argv[1:], prefix=PREFIX)")
+
+
+def _kit_file(name):
+    try:
+        with open(os.path.join(KIT_DIR, name), "rb") as handle:
+            return handle.read()
+    except OSError as error:
+        raise GpusimError("%s: %s (it belongs next to gpusim.py)" % (os.path.join(KIT_DIR, name), error.strerror)) from None
+
+
+def _inside(prefix, path):
+    """Guard for the host user-space link: never write through a link into the node's real directories."""
+    real_prefix = os.path.realpath(prefix)
+    return os.path.commonpath([real_prefix, os.path.realpath(os.path.dirname(path))]) == real_prefix
+
+
+def _apply(prefix, wanted, fresh=False, check=False):
+    """Create or correct every wanted path (shallow first); return the actions."""
     actions = []
-    installed = os.path.join(prefix, "profile.json")
-    previous = None
-    if os.path.exists(installed):
-        try:
-            with open(installed, encoding="utf-8") as handle:
-                previous = json.load(handle).get("name")
-        except (OSError, ValueError):
-            previous = "?"
-    if os.path.exists(root) and (reset or previous != profile["name"]):
-        actions.append("remove %s (%s)" % (root, "reset" if reset else "profile was %s" % previous))
-        if not check:
-            shutil.rmtree(root)
-    wanted = {}
-    for relative, spec in desired_tree(profile, recordings).items():
-        wanted[os.path.join(root, relative)] = spec
-    with open(profile_path, "rb") as handle:
-        profile_bytes = handle.read()
-    wanted[installed] = ("bytes", profile_bytes)
-    wanted[os.path.join(prefix, "lib", "gpusim.py")] = ("bytes", open(os.path.abspath(__file__), "rb").read())
-    wanted[os.path.join(prefix, "bin", "nvidia-smi")] = ("file", stand_in_script())
-    for name in profile["recordings"]:
-        wanted[os.path.join(prefix, "recordings", name)] = ("file", recording(recordings, name))
-    fresh = bool(actions)
     for path in sorted(wanted, key=lambda item: (item.count(os.sep), item)):
         spec = wanted[path]
         current = None if fresh else _current(path)
@@ -307,11 +522,74 @@ def build(profile_path, prefix, check=False, reset=False, recordings=None):
         actions.append("%s %s" % ("create" if current is None else "replace", path))
         if check:
             continue
+        if not _inside(prefix, path):
+            raise GpusimError("%s lies outside %s (through a symbolic link): not touched" % (path, prefix))
         if current is not None:
             _remove(path)
         _make(path, spec)
+    return actions
+
+
+def _previous_build(prefix):
+    """(profile name, user-space mode) of the build already under prefix; name None when there is none."""
+    try:
+        with open(os.path.join(prefix, "profile.json"), encoding="utf-8") as handle:
+            name = json.load(handle).get("name")
+    except FileNotFoundError:
+        name = None
+    except (OSError, ValueError):
+        name = "?"
+    return name, userspace_mode(prefix)
+
+
+def _rebuild_reason(prefix, profile, mode, reset):
+    if not os.path.exists(os.path.join(prefix, "root")):
+        return None
+    previous, previous_mode = _previous_build(prefix)
+    if reset:
+        return "reset"
+    if previous != profile["name"]:
+        return "profile was %s" % previous
+    if previous_mode != mode:
+        return "user space was %s" % previous_mode
+    return None
+
+
+def build(profile_path, prefix, check=False, reset=False, recordings=None, userspace=None, host_root="/"):
+    """Build (or check) the tree of one profile under prefix; return (changed, actions).
+
+    userspace: "profile" or "host" (None keeps the stored mode); host_root: where the host user space lives (tests)."""
+    profile = load_profile(profile_path)
+    if userspace not in (None,) + USERSPACE_MODES:
+        raise GpusimError("--userspace is %r: one of %s" % (userspace, ", ".join(USERSPACE_MODES)))
+    mode = userspace or userspace_mode(prefix)
+    recordings = recordings or os.path.join(os.path.dirname(os.path.abspath(profile_path)), os.pardir, "recordings")
+    recordings = os.path.normpath(recordings)
+    root = os.path.join(prefix, "root")
+    actions = []
+    reason = _rebuild_reason(prefix, profile, mode, reset)
+    if reason:
+        actions.append("remove %s and %s (%s)" % (root, _state(prefix), reason))
+        if not check:
+            shutil.rmtree(root, ignore_errors=True)
+            shutil.rmtree(_state(prefix), ignore_errors=True)
+    host_library = os.path.join(host_root, _library_dir(profile)) if mode == "host" else None
+    userspace_version = library_version(host_library) if host_library else profile["driver_version"]
+    current = effective_profile(profile, _versions(profile, userspace_version, None if reason else stored_module_version(prefix)))
+    wanted = {os.path.join(root, relative): spec for relative, spec in desired_tree(current, recordings, host_library).items()}
+    with open(profile_path, "rb") as handle:
+        wanted[os.path.join(prefix, "profile.json")] = ("bytes", handle.read())
+    wanted[_state(prefix, "settings.json")] = ("file", json.dumps({"userspace": mode}) + "\n")
+    wanted[os.path.join(prefix, "lib", "gpusim.py")] = ("bytes", open(os.path.abspath(__file__), "rb").read())
+    wanted[os.path.join(prefix, "lib", "container-nvidia-smi")] = ("bytes", b"#!/usr/bin/python3\n" + _kit_file("container_smi.py"))
+    wanted[os.path.join(prefix, "bin", "nvidia-smi")] = ("file", stand_in_script())
+    wanted[os.path.join(prefix, "bin", "gpusim")] = ("file", cli_script())
+    for name in profile["recordings"]:
+        wanted[os.path.join(prefix, "recordings", name)] = ("file", recording(recordings, name))
+    actions += _apply(prefix, wanted, fresh=bool(reason), check=check)
     if not check:
-        os.chmod(os.path.join(prefix, "bin", "nvidia-smi"), 0o755)
+        for executable in ("bin/nvidia-smi", "bin/gpusim", "lib/container-nvidia-smi"):
+            os.chmod(os.path.join(prefix, executable), 0o755)
     return bool(actions), actions
 
 
@@ -339,7 +617,7 @@ def render_list(profile):
     for gpu in profile["gpus"]:
         lines.append("GPU %d: %s (UUID: %s)" % (gpu["index"], gpu["name"], gpu["uuid"]))
         for mig in gpu.get("mig_devices") or []:
-            lines.append("  MIG %-12s Device %2d: (UUID: %s)" % (mig["profile"], mig["index"], mig["uuid"]))
+            lines.append("  MIG %-11s Device %2d: (UUID: %s)" % (mig["profile"], mig["index"], mig["uuid"]))
     return "\n".join(lines) + "\n"
 
 
@@ -379,6 +657,10 @@ def render_query(profile, fields, header, units, indices=None):
     return "\n".join(lines) + "\n"
 
 
+def _major_minor(version):
+    return ".".join(version.split(".")[:2])
+
+
 def nvidia_smi(prefix, argv):
     try:
         profile = load_profile(os.path.join(prefix, "profile.json"))
@@ -386,10 +668,21 @@ def nvidia_smi(prefix, argv):
         sys.stderr.write("gpusim nvidia-smi: %s\n" % error)
         return 255
     recordings = os.path.join(prefix, "recordings")
+    state = node_state(prefix, profile)
+    profile = effective_profile(profile, state)
     smi = profile["nvidia_smi"]
     if smi.get("error"):
         _out(recording(recordings, smi["error"]["recording"]))
         return int(smi["error"].get("rc", 255))
+    if state["userspace"] is None:
+        _out(SMI_NO_LIBRARY)
+        return 12
+    if not state["module_loaded"]:
+        _out(SMI_NO_DRIVER)
+        return 9
+    if state["userspace"] != state["module_version"]:
+        _out(SMI_MISMATCH % _major_minor(state["userspace"]))
+        return 18
     parser = argparse.ArgumentParser(prog="nvidia-smi", add_help=False)
     parser.add_argument("-L", "--list-gpus", action="store_true")
     parser.add_argument("--query-gpu")
@@ -432,31 +725,154 @@ def nvidia_smi(prefix, argv):
     return 2
 
 
+# --------------------------------------------------------------------------- API of the runtime stand-in
+
+
+def _nvml_init(prefix):
+    """The profile as the host is now, or nvidia-container-cli's initialization error (in the order it meets them)."""
+    profile = installed_profile(prefix)
+    state = node_state(prefix, profile)
+    if state["userspace"] is None:
+        raise GpusimError(NVC_NO_LIBRARY)
+    if not state["module_loaded"]:
+        raise GpusimError(NVC_NOT_LOADED)
+    if state["userspace"] != state["module_version"]:
+        raise GpusimError(NVC_MISMATCH)
+    return effective_profile(profile, state)
+
+
+def _gpu_view(gpu, mig_devices=None):
+    migs = (gpu.get("mig_devices") or []) if mig_devices is None else mig_devices
+    return {"index": gpu["index"], "minor": gpu["minor"], "name": gpu["name"], "uuid": gpu["uuid"],
+            "pci_bus_id": gpu["pci_bus_id"], "memory_total_mib": gpu["memory_total_mib"],
+            "mig_mode": "Enabled" if gpu.get("mig_mode") == "Enabled" else "Disabled",
+            "mig_devices": [{"index": mig["index"], "profile": mig["profile"], "uuid": mig["uuid"]} for mig in migs]}
+
+
+def gpus(prefix):
+    """The node's GPUs as NVML sees them now: [{"index", "minor", "name", "uuid", "pci_bus_id", "memory_total_mib",
+    "mig_mode", "mig_devices": [{"index", "profile", "uuid"}]}]; raises GpusimError with nvidia-container-cli's init errors."""
+    return [_gpu_view(gpu) for gpu in sorted(_nvml_init(prefix)["gpus"], key=lambda gpu: gpu["index"])]
+
+
+def _find_device(profile, name):
+    """(gpu, mig or None) named by an index, "<gpu>:<mig>", a GPU-/MIG- UUID; (None, None) when nothing is."""
+    for gpu in profile["gpus"]:
+        migs = (gpu.get("mig_devices") or []) if gpu.get("mig_mode") == "Enabled" else []
+        if name in (str(gpu["index"]), gpu["uuid"]):
+            return gpu, None
+        for mig in migs:
+            if name in ("%d:%d" % (gpu["index"], mig["index"]), mig["uuid"]):
+                return gpu, mig
+    return None, None
+
+
+def _select(profile, selectors):
+    """{host index: None (the whole GPU) or [MIG devices]} for the selectors."""
+    chosen = {}
+    for selector in selectors:
+        name = selector.strip()
+        if name == "all":
+            chosen.update((gpu["index"], None) for gpu in profile["gpus"])
+            continue
+        gpu, mig = _find_device(profile, name)
+        if gpu is None:
+            raise GpusimError(NVC_UNKNOWN_DEVICE % name)
+        if mig is None:
+            chosen[gpu["index"]] = None
+        elif chosen.setdefault(gpu["index"], []) is not None and mig not in chosen[gpu["index"]]:
+            chosen[gpu["index"]] = sorted(chosen[gpu["index"]] + [mig], key=lambda item: item["index"])
+    return chosen
+
+
+def _device_node(root, name, major, minor):
+    return {"path": "/dev/" + name, "host_path": os.path.join(root, "dev", name), "major": major, "minor": minor}
+
+
+def _control_nodes(root):
+    nodes = []
+    for name in CONTROL_NODES:
+        current = _current(os.path.join(root, "dev", name))
+        if current and current[0] == "char":
+            nodes.append(_device_node(root, name, current[1], current[2]))
+    return nodes
+
+
+def injection(prefix, selectors):
+    """What a container asking for selectors (NVIDIA_VISIBLE_DEVICES / volume-mount / CDI device names) gets:
+    {"payload": what its NVML sees (/run/gpusim/visible.json), "device_nodes": [{"path", "host_path", "major", "minor"}]}.
+    Raises GpusimError with nvidia-container-cli's message for an unknown device or a driver that cannot initialize."""
+    profile = _nvml_init(prefix)
+    chosen = _select(profile, selectors)
+    selected = sorted((gpu for gpu in profile["gpus"] if gpu["index"] in chosen), key=lambda gpu: gpu["index"])
+    payload = {"simulated": True, "driver_version": profile["driver_version"],
+               "gpus": [_gpu_view(gpu, chosen[gpu["index"]]) for gpu in selected]}
+    root = os.path.join(prefix, "root")
+    nodes = _control_nodes(root) + [_device_node(root, "nvidia%d" % gpu["minor"], NV_MAJOR, gpu["minor"]) for gpu in selected]
+    return {"payload": payload, "device_nodes": nodes}
+
+
 # --------------------------------------------------------------------------- CLI
 
 
-def main(argv=None):
-    argv = sys.argv[1:] if argv is None else argv
-    if argv[:1] == ["nvidia-smi"]:
-        parser = argparse.ArgumentParser(prog="gpusim.py nvidia-smi")
-        parser.add_argument("--prefix", required=True)
-        known, rest = parser.parse_known_args(argv[1:])
-        return nvidia_smi(known.prefix, rest)
-    parser = argparse.ArgumentParser(prog="gpusim.py", description=__doc__.split("\n\n", maxsplit=1)[0])
+def _state_command(args):
+    if args.command == "hold":
+        return {"changed": hold(args.prefix, args.name, args.pid)}
+    if args.command == "release":
+        return {"changed": release(args.prefix, args.name)}
+    if args.command == "holders":
+        return holders(args.prefix)
+    return reload(args.prefix) if args.command == "reload" else reboot(args.prefix)
+
+
+def _parser(prefix):
+    parser = argparse.ArgumentParser(prog="gpusim", description=__doc__.split("\n\n", maxsplit=1)[0])
     sub = parser.add_subparsers(dest="command", required=True)
     build_parser = sub.add_parser("build", help="lay out the simulated host tree of a profile")
     build_parser.add_argument("--profile", required=True, help="profile JSON file")
-    build_parser.add_argument("--prefix", required=True, help="directory to install into (tree in PREFIX/root)")
+    build_parser.add_argument("--prefix", required=prefix is None, default=prefix, help="directory to install into (tree in PREFIX/root)")
     build_parser.add_argument("--recordings", help="directory of recorded outputs (default: ../recordings next to the profile)")
+    build_parser.add_argument("--userspace", choices=USERSPACE_MODES,
+                              help="user space (libnvidia-ml): the profile's, or the node's installed driver packages (default: as stored, else profile)")
+    build_parser.add_argument("--host-root", default="/", help=argparse.SUPPRESS)
     build_parser.add_argument("--check", action="store_true", help="report what would change, change nothing")
-    build_parser.add_argument("--reset", action="store_true", help="rebuild the tree from scratch")
-    args = parser.parse_args(argv)
+    build_parser.add_argument("--reset", action="store_true", help="rebuild the tree from scratch, clear module and holder state")
+    state_help = {"reload": "unload and load the nvidia modules (the installed user space's version)",
+                  "reboot": "drop the holders, then reload", "hold": "record a simulated driver client",
+                  "release": "forget a simulated driver client", "holders": "list the live driver clients (JSON)"}
+    for command, text in state_help.items():
+        state_parser = sub.add_parser(command, help=text)
+        state_parser.add_argument("--prefix", default=prefix or "/opt/gpusim", help="the simulated host (default %(default)s)")
+        if command in ("hold", "release"):
+            state_parser.add_argument("name")
+        if command == "hold":
+            state_parser.add_argument("--pid", type=int, help="the client holds the module only while this process lives")
+    return parser
+
+
+def main(argv=None, prefix=None):
+    """The CLI; prefix: the default --prefix (the bin/gpusim wrapper passes its own)."""
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["nvidia-smi"]:
+        parser = argparse.ArgumentParser(prog="gpusim.py nvidia-smi")
+        parser.add_argument("--prefix", required=prefix is None, default=prefix)
+        known, rest = parser.parse_known_args(argv[1:])
+        return nvidia_smi(known.prefix, rest)
+    args = _parser(prefix).parse_args(argv)
     try:
-        changed, actions = build(args.profile, args.prefix, check=args.check, reset=args.reset, recordings=args.recordings)
+        if args.command == "build":
+            changed, actions = build(args.profile, args.prefix, check=args.check, reset=args.reset, recordings=args.recordings,
+                                     userspace=args.userspace, host_root=args.host_root)
+            result = {"changed": changed, "actions": actions}
+        else:
+            result = _state_command(args)
+    except ModprobeError as error:
+        sys.stderr.write("%s\n" % error)
+        return 1
     except GpusimError as error:
         sys.stderr.write("gpusim: %s\n" % error)
         return 1
-    print(json.dumps({"changed": changed, "actions": actions}))
+    print(json.dumps(result))
     return 0
 
 

@@ -26,6 +26,9 @@ def add_commands(commands: "argparse._SubParsersAction[argparse.ArgumentParser]"
     add.add_argument("name")
     add.add_argument("--gpu-profile", required=True)
     add.add_argument("--kubelet-root-dir", default=None)
+    add.add_argument("--gpu-userspace", choices=("host", "profile"), default="host",
+                     help="host: the simulated GPU host's user space is the driver packages installed on the node "
+                          "(none until the driver role ran); profile: the profile's own, for tests of the upper layers")
     rm = node_sub.add_parser("rm", help="remove a node")
     rm.add_argument("name")
     kubectl = commands.add_parser("kubectl", help="run the lab's kubectl with the admin kubeconfig")
@@ -62,7 +65,7 @@ def dispatch(args: argparse.Namespace, command_attr: str = "command") -> int:
         argv = [str(binaries.cached_bin_dir() / "kubectl"), "--kubeconfig", str(settings.admin_kubeconfig), *passed]
         return subprocess.run(argv, check=False).returncode
     elif args.command == "node" and args.node_command == "add":
-        node.node_add(args.name, args.gpu_profile, args.kubelet_root_dir)
+        node.node_add(args.name, args.gpu_profile, args.kubelet_root_dir, userspace=args.gpu_userspace)
         inventory.write_inventory()
     elif args.command == "node" and args.node_command == "rm":
         node.node_rm(args.name)

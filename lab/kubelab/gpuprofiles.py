@@ -74,7 +74,7 @@ def find_profile(name: str, directory: Path | None = None) -> Profile:
     raise KubeLabError(f"gpu_profile={name!r} is not a simulated GPU profile: choose one of {choices}")
 
 
-def install_playbook(profile: str, task_file: Path) -> str:
+def install_playbook(profile: str, task_file: Path, userspace: str = "host") -> str:
     """A one-play playbook running the kit's install task file for ``profile``."""
     play = [{
         "name": "Install the simulated GPU host",
@@ -83,7 +83,8 @@ def install_playbook(profile: str, task_file: Path) -> str:
         "tasks": [{
             "name": "Lay the simulated GPU host tree",
             "ansible.builtin.include_tasks": str(task_file),
-            "vars": {"gpusim_profile": profile},
+            # host: the simulated host's user space is the node's real driver packages (none until installed)
+            "vars": {"gpusim_profile": profile, "gpusim_userspace": userspace},
         }],
     }]
     return "---\n" + json.dumps(play, indent=2) + "\n"
@@ -99,13 +100,13 @@ def _ansible_playbook() -> str:
     return found
 
 
-def install(container: str, profile: Profile) -> None:
+def install(container: str, profile: Profile, userspace: str = "host") -> None:
     """Install the simulated GPU host of ``profile`` into the node container."""
     task_file = GPUSIM_DIR / "install.yml"
     if task_file.is_file():
         with tempfile.TemporaryDirectory(prefix="gpufleet-lab-gpusim-") as tmp:
             playbook = Path(tmp) / "gpusim.yml"
-            playbook.write_text(install_playbook(profile.name, task_file))
+            playbook.write_text(install_playbook(profile.name, task_file, userspace))
             env = dict(os.environ, MOLECULE_PROJECT_DIRECTORY=str(REPO_ROOT), ANSIBLE_CONFIG=str(REPO_ROOT / "ansible.cfg"))
             argv = [_ansible_playbook(), "-i", f"{container},", "-e", "ansible_connection=community.docker.docker",
                     "-e", "ansible_python_interpreter=/usr/bin/python3", str(playbook)]

@@ -3,8 +3,10 @@
 - ``gpufleet-lab/kube-node``: the node base image plus Debian's containerd, iptables and
   containernetworking-plugins (the kubelet binary is bind-mounted from the build cache).
 - ``gpufleet-lab/pause:3.4``: ``pause`` compiled from the Kubernetes source (build step).
-- ``gpufleet-lab/device-plugin-sim:0.1.0``: the simulated NVIDIA device plugin (lab/deviceplugin).
-- ``gpufleet-lab/gpu-smoke:0.1.0``: an ``nvidia-smi`` stand-in for smoke-test pods (lab/smoke).
+- ``gpufleet-lab/device-plugin-sim:0.1.0``: the simulated NVIDIA device plugin (lab/deviceplugin), with
+  the real plugin image's ``NVIDIA_VISIBLE_DEVICES=all`` so that the NVIDIA runtime injects its GPUs.
+- ``gpufleet-lab/gpu-smoke:0.1.0``: that image with ``sh -c`` as entrypoint, for smoke-test pods. It has no
+  ``nvidia-smi`` of its own: a pod sees one only when the NVIDIA runtime injected GPUs.
 
 The last three are saved together (``docker save``, docker-archive format that
 ``ctr images import`` reads) and imported into every node's containerd.
@@ -14,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import json
 import re
 import tarfile
 import uuid
@@ -33,9 +36,12 @@ PLUGIN_PACKAGES: tuple[str, ...] = (
     "python3-grpcio", "python3-protobuf", "python3-grpc-tools", "python3-pkg-resources", "python3-yaml",
 )
 PLUGIN_DIR = "/opt/gpusim-device-plugin"
-SMOKE_DIR = "/opt/gpusim-smoke"
 DEVICE_PLUGIN_SRC = REPO_ROOT / "lab" / "deviceplugin"
-SMOKE_SRC = REPO_ROOT / "lab" / "smoke"
+# As NVIDIA's plugin image (deployments/container/Dockerfile): the runtime gives the plugin every GPU.
+PLUGIN_ENV: tuple[str, ...] = (
+    "NVIDIA_DISABLE_REQUIRE=true", "NVIDIA_VISIBLE_DEVICES=all", "NVIDIA_DRIVER_CAPABILITIES=compute,utility",
+)
+SMOKE_COMMAND = 'echo "NVIDIA_VISIBLE_DEVICES=$NVIDIA_VISIBLE_DEVICES"; nvidia-smi -L'
 LABEL = "gpufleet.lab.kube.key"
 
 
@@ -151,7 +157,7 @@ def _plugin_image(settings: LabSettings, bin_dir: Path) -> str:
     proto = strip_gogo(proto_path.read_text())
     sources = _source_files(DEVICE_PLUGIN_SRC)
     base_id = _image_id(settings.base_image) or ""
-    key = content_key([base_id, proto, " ".join(PLUGIN_PACKAGES), *sources.keys(), *sources.values()])
+    key = content_key([base_id, proto, " ".join(PLUGIN_PACKAGES), *PLUGIN_ENV, *sources.keys(), *sources.values()])
     if not _has_key(DEVICE_PLUGIN_IMAGE, key):
         log(f"building {DEVICE_PLUGIN_IMAGE}")
         files = {f"{PLUGIN_DIR}/{name}": data for name, data in sources.items()}
@@ -162,21 +168,23 @@ def _plugin_image(settings: LabSettings, bin_dir: Path) -> str:
         )
         _build_by_commit(settings.base_image, DEVICE_PLUGIN_IMAGE, key, script, files, [
             f'ENTRYPOINT ["python3", "{PLUGIN_DIR}/plugin.py"]', "CMD []", f"WORKDIR {PLUGIN_DIR}",
+            *(f"ENV {variable}" for variable in PLUGIN_ENV),
         ])
     return key
 
 
+def smoke_image_changes() -> list[str]:
+    """``sh -c`` with a default command listing what the runtime injected (pods may give their own)."""
+    return ['ENTRYPOINT ["/bin/sh", "-c"]', f"CMD {json.dumps([SMOKE_COMMAND])}", "WORKDIR /"]
+
+
 def _smoke_image(plugin_key: str) -> str:
-    sources = _source_files(SMOKE_SRC)
-    key = content_key([plugin_key, *sources.keys(), *sources.values()])
+    changes = smoke_image_changes()
+    key = content_key([plugin_key, *changes])
     if not _has_key(SMOKE_IMAGE, key):
         log(f"building {SMOKE_IMAGE}")
-        files = {
-            f"{SMOKE_DIR}/nvidia_smi.py": sources["nvidia_smi.py"],
-            "/usr/local/bin/nvidia-smi": f'#!/bin/sh\nexec python3 {SMOKE_DIR}/nvidia_smi.py "$@"\n'.encode(),
-        }
-        _build_by_commit(DEVICE_PLUGIN_IMAGE, SMOKE_IMAGE, key, "chmod 0755 /usr/local/bin/nvidia-smi", files,
-                         ['ENTRYPOINT ["/usr/local/bin/nvidia-smi"]', "CMD []", "WORKDIR /"])
+        script = "if command -v nvidia-smi; then echo 'the smoke image must have no nvidia-smi of its own' >&2; exit 1; fi"
+        _build_by_commit(DEVICE_PLUGIN_IMAGE, SMOKE_IMAGE, key, script, {}, changes)
     return key
 
 

@@ -283,7 +283,7 @@ def node_ready(settings: LabSettings, name: str) -> bool:
 
 
 def node_add(name: str, gpu_profile: str, kubelet_root_dir: str | None = None,
-             timeout: float = 180.0) -> NodeSpec:
+             timeout: float = 180.0, userspace: str = "host") -> NodeSpec:
     """Create node ``name`` with the simulated GPUs of ``gpu_profile``; wait until Ready."""
     settings = LabSettings.from_env()
     started = time.monotonic()
@@ -319,7 +319,7 @@ def node_add(name: str, gpu_profile: str, kubelet_root_dir: str | None = None,
     spec = NodeSpec(name=name, gpu_profile=gpu_profile, kubelet_root_dir=root_dir, index=index,
                     ip=container_ip(name, settings.network))
     _save_spec(settings, spec)
-    gpuprofiles.install(name, profile)
+    gpuprofiles.install(name, profile, userspace)
     standins.install(name)
     for path, (content, mode) in _node_files(settings, spec).items():
         put_file(name, path, content, mode)

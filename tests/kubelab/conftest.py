@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -91,7 +92,7 @@ def lab_nodes(lab_up: LabSettings) -> dict[str, node.NodeSpec]:
     specs = {}
     for name, (profile, root) in NODES.items():
         started = time.monotonic()
-        specs[name] = node.node_add(name, profile, root)
+        specs[name] = node.node_add(name, profile, root, userspace="profile")
         FIGURES[f"node_add_ready_seconds_{name}"] = round(time.monotonic() - started, 1)
     return specs
 
@@ -102,3 +103,23 @@ def k8s(lab_up: LabSettings) -> Any:
 
     api_client = config.new_client_from_config(config_file=str(lab_up.admin_kubeconfig))
     return client.CoreV1Api(api_client), client.AppsV1Api(api_client)
+
+
+VISIBLE_ON_NODE = "/var/lib/gpufleet-lab-test/visible.json"
+VISIBLE_SCRIPT = ("import json, sys; sys.path.insert(0, '/opt/gpusim/lib'); import gpusim; "
+                  "print(json.dumps(gpusim.injection('/opt/gpusim', ['all'])['payload']))")
+
+
+@pytest.fixture(scope="session")
+def injected_gpus(lab_nodes: dict[str, node.NodeSpec]) -> dict[str, list[str]]:
+    """Write on each node what the NVIDIA runtime would inject into the plugin's container (no runtime
+    runs on these nodes); return each node's GPU UUIDs."""
+    uuids = {}
+    for name in lab_nodes:
+        payload = subprocess.run(["docker", "exec", name, "python3", "-c", VISIBLE_SCRIPT],
+                                 capture_output=True, text=True, check=True).stdout
+        subprocess.run(["docker", "exec", "-i", name, "sh", "-c",
+                        f"mkdir -p {Path(VISIBLE_ON_NODE).parent} && cat > {VISIBLE_ON_NODE}"],
+                       input=payload, text=True, check=True)
+        uuids[name] = [gpu["uuid"] for gpu in json.loads(payload)["gpus"]]
+    return uuids

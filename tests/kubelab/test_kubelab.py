@@ -1,6 +1,10 @@
 """The Kubernetes lab end to end: real control plane, real kubelets, SIMULATED GPUs and device plugin.
 
-The tests run in file order and share one lab (session fixtures); the last one takes it down.
+The tests run in file order and share one lab (session fixtures); the last one takes it down. They
+test the lab itself, without the collection's roles: no NVIDIA runtime runs on these nodes, so the
+tests hand the simulated plugin what the runtime would inject into its container (the simulated
+driver's view of every GPU, /run/gpusim/visible.json) through a hostPath. The collection's
+scenarios get it through the STAND-IN runtime instead.
 """
 from __future__ import annotations
 
@@ -21,8 +25,7 @@ from kubelab.node import NodeSpec
 T = TypeVar("T")
 NS = "kube-system"
 VENV_BIN = Path(__file__).resolve().parents[2] / ".venv" / "bin"
-PLUGIN_ARGS = ["--host-root=/opt/gpusim/root", "--gpu-profile=/opt/gpusim/profile.json",
-               "--config-file=/etc/nvidia-device-plugin/config.yaml"]
+VISIBLE_ON_NODE = "/var/lib/gpufleet-lab-test/visible.json"  # written by conftest's lab_nodes fixture
 
 
 def wait(what: str, probe: Callable[[], T | None], timeout: float = 120, interval: float = 2) -> T:
@@ -37,19 +40,19 @@ def wait(what: str, probe: Callable[[], T | None], timeout: float = 120, interva
 
 
 def plugin_daemonset(name: str, node_name: str, host_device_plugin_dir: str,
-                     config_map: str | None = None) -> dict[str, Any]:
-    """The test manifest: the SIMULATED plugin, hostPath = the node's <kubelet root>/device-plugins."""
-    volumes: list[dict[str, Any]] = [
-        {"name": "device-plugin", "hostPath": {"path": host_device_plugin_dir}},
-        {"name": "gpusim", "hostPath": {"path": "/opt/gpusim", "type": "Directory"}},
-    ]
-    mounts: list[dict[str, Any]] = [
-        {"name": "device-plugin", "mountPath": "/var/lib/kubelet/device-plugins"},
-        {"name": "gpusim", "mountPath": "/opt/gpusim", "readOnly": True},
-    ]
+                     config_map: str | None = None, gpus_injected: bool = True) -> dict[str, Any]:
+    """The test manifest: the SIMULATED plugin, hostPath = the node's <kubelet root>/device-plugins,
+    and (gpus_injected) the node's simulated GPUs where the runtime would have injected them."""
+    volumes: list[dict[str, Any]] = [{"name": "device-plugin", "hostPath": {"path": host_device_plugin_dir}}]
+    mounts: list[dict[str, Any]] = [{"name": "device-plugin", "mountPath": "/var/lib/kubelet/device-plugins"}]
+    if gpus_injected:
+        volumes.append({"name": "visible", "hostPath": {"path": VISIBLE_ON_NODE, "type": "File"}})
+        mounts.append({"name": "visible", "mountPath": "/run/gpusim/visible.json", "readOnly": True})
+    args: list[str] = []
     if config_map:
         volumes.append({"name": "config", "configMap": {"name": config_map}})
         mounts.append({"name": "config", "mountPath": "/etc/nvidia-device-plugin", "readOnly": True})
+        args.append("--config-file=/etc/nvidia-device-plugin/config.yaml")
     labels = {"app.kubernetes.io/name": name}
     return {
         "apiVersion": "apps/v1",
@@ -68,7 +71,7 @@ def plugin_daemonset(name: str, node_name: str, host_device_plugin_dir: str,
                         "name": "plugin",
                         "image": images.DEVICE_PLUGIN_IMAGE,
                         "imagePullPolicy": "IfNotPresent",
-                        "args": PLUGIN_ARGS,
+                        "args": args,
                         "volumeMounts": mounts,
                     }],
                     "volumes": volumes,
@@ -79,6 +82,7 @@ def plugin_daemonset(name: str, node_name: str, host_device_plugin_dir: str,
 
 
 def smoke_pod(name: str, gpus: int) -> dict[str, Any]:
+    """A pod asking for GPUs; it prints the allocation the plugin answered (no runtime injects it here)."""
     return {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -91,6 +95,7 @@ def smoke_pod(name: str, gpus: int) -> dict[str, Any]:
                 "name": "smoke",
                 "image": images.SMOKE_IMAGE,
                 "imagePullPolicy": "IfNotPresent",
+                "args": ['echo "NVIDIA_VISIBLE_DEVICES=$NVIDIA_VISIBLE_DEVICES"'],
                 "resources": {"limits": {"nvidia.com/gpu": str(gpus)}},
             }],
         },
@@ -174,7 +179,22 @@ def test_lab_inventory_reaches_the_nodes(lab_nodes: dict[str, NodeSpec], tmp_pat
     assert ping.stdout.count("SUCCESS") == len(lab_nodes)
 
 
-def test_wrong_hostpath_means_no_gpus(lab_nodes: dict[str, NodeSpec], k8s: Any) -> None:
+def test_plugin_without_injected_gpus_fails_at_init_and_never_registers(lab_nodes: dict[str, NodeSpec], k8s: Any) -> None:
+    core, apps = k8s
+    name, spec = sorted(lab_nodes.items())[0]
+    ds = "gpusim-plugin-no-runtime"
+    apps.create_namespaced_daemon_set(NS, plugin_daemonset(ds, name, spec.device_plugin_dir, gpus_injected=False))
+    try:
+        pod = wait("the plugin pod created", lambda: plugin_pod(core, ds))
+        log = wait("the plugin's init failure", lambda: (text := pod_log(core, pod.metadata.name, NS))
+                   and "did you configure the NVIDIA Container Toolkit" in text and text, timeout=90)
+        assert "registered" not in log
+        assert allocatable_gpus(core, name) in (None, 0)
+    finally:
+        delete_daemonset(apps, core, ds)
+
+
+def test_wrong_hostpath_means_no_gpus(lab_nodes: dict[str, NodeSpec], k8s: Any, injected_gpus: dict[str, list[str]]) -> None:
     core, apps = k8s
     # the node with kubelet root /data/kubelet; the wrong hostPath is the one a plugin deployment
     # derived from the root dir would use: <root>/device-plugins, where this kubelet has no socket
@@ -196,7 +216,7 @@ def test_wrong_hostpath_means_no_gpus(lab_nodes: dict[str, NodeSpec], k8s: Any) 
         delete_daemonset(apps, core, ds)
 
 
-def test_right_hostpath_shows_each_profiles_gpus(lab_nodes: dict[str, NodeSpec], k8s: Any,
+def test_right_hostpath_shows_each_profiles_gpus(lab_nodes: dict[str, NodeSpec], k8s: Any, injected_gpus: dict[str, list[str]],
                                                  figures: dict[str, Any]) -> None:
     core, apps = k8s
     for name, spec in lab_nodes.items():
@@ -213,7 +233,8 @@ def test_right_hostpath_shows_each_profiles_gpus(lab_nodes: dict[str, NodeSpec],
     assert len(set(counts.values())) == 2, f"the two profiles should differ in GPU count: {counts}"
 
 
-def test_pod_with_one_gpu_sees_one_index(lab_nodes: dict[str, NodeSpec], k8s: Any) -> None:
+def test_pod_with_one_gpu_is_allocated_one_gpu_of_its_node(lab_nodes: dict[str, NodeSpec], k8s: Any,
+                                                           injected_gpus: dict[str, list[str]]) -> None:
     core = k8s[0]
     core.create_namespaced_pod("default", smoke_pod("gpu-smoke-one", 1))
     try:
@@ -223,10 +244,9 @@ def test_pod_with_one_gpu_sees_one_index(lab_nodes: dict[str, NodeSpec], k8s: An
         log = core.read_namespaced_pod_log("gpu-smoke-one", "default")  # through the node's kubelet
         assert pod.status.phase == "Succeeded", log
         match = re.search(r"^NVIDIA_VISIBLE_DEVICES=(\S*)$", log, flags=re.M)
-        assert match and re.fullmatch(r"\d+", match.group(1)), f"expected one index, not 'all': {log!r}"
-        index = match.group(1)
-        assert re.search(rf"^GPU {index}: NVIDIA .+ \(UUID: GPU-", log, flags=re.M), log
         assert pod.spec.node_name in lab_nodes
+        # the plugin's default strategy (envvar) with device IDs by UUID: one GPU of that node
+        assert match and match.group(1) in injected_gpus[pod.spec.node_name], f"expected one GPU UUID: {log!r}"
     finally:
         core.delete_namespaced_pod("gpu-smoke-one", "default", grace_period_seconds=0)
 
@@ -267,7 +287,8 @@ def test_plugin_registers_again_after_a_kubelet_restart(lab_nodes: dict[str, Nod
     wait(f"{name} Allocatable back to {expected}", lambda: allocatable_gpus(core, name) == expected, timeout=90)
 
 
-def test_time_slicing_replicas_multiply_the_devices(lab_nodes: dict[str, NodeSpec], k8s: Any) -> None:
+def test_time_slicing_replicas_multiply_the_devices(lab_nodes: dict[str, NodeSpec], k8s: Any,
+                                                    injected_gpus: dict[str, list[str]]) -> None:
     core, apps = k8s
     name, spec = sorted(lab_nodes.items())[-1]
     config = ("version: v1\nsharing:\n  timeSlicing:\n    resources:\n"

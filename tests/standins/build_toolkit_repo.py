@@ -26,6 +26,7 @@ HERE = Path(__file__).resolve().parent
 SOURCES = HERE / "toolkit"
 DEFAULT_VERSIONS = ("1.17.7-1", "1.17.8-1")
 MAINTAINER = "gpufleet test lab <lab@example.invalid>"
+STANDIN_PYTHON = "python3 (>= 3.11)"
 KEY_UID = "gpufleet test lab stand-in repository (THROWAWAY TEST KEY) <lab@example.invalid>"
 
 
@@ -72,6 +73,8 @@ def packages_for(version: str, arch: str) -> list[Package]:
         Package(
             name="nvidia-container-toolkit-base",
             description="NVIDIA Container Toolkit Base (STAND-IN for tests)",
+            # Not one of NVIDIA's relations: the stand-in runtime and nvidia-ctk are Python programs.
+            depends=[STANDIN_PYTHON],
             extra_fields={
                 "Breaks": "nvidia-container-toolkit (<= 1.10.0-1)",
                 "Replaces": "nvidia-container-toolkit (<= 1.10.0-1)",
@@ -101,11 +104,17 @@ def packages_for(version: str, arch: str) -> list[Package]:
     ]
 
 
+# Stand-ins written in Python: the package gets them with the interpreter line of the node's python3.
+PYTHON_PROGRAMS = ("nvidia-container-runtime", "nvidia-ctk")
+
+
 def render_source(source: str, version: str) -> str:
     """Return a stand-in file's text with its version placeholders filled in."""
     if not source:
         return f"STAND-IN package built by the gpufleet test lab, version {version}. Not NVIDIA's software.\n"
     text = (SOURCES / source).read_text(encoding="utf-8")
+    if source in PYTHON_PROGRAMS:
+        text = "#!/usr/bin/python3\n" + text
     return text.replace("@VERSION@", version).replace("@UPSTREAM@", upstream_version(version))
 
 

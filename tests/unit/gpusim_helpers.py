@@ -38,9 +38,21 @@ def requires_mknod():
         pytest.skip("building the simulated GPU host tree needs root (mknod of character devices)")
 
 
-def build_profile(name: str, prefix: Path) -> Path:
-    """Build a profile's simulated host under prefix; return prefix/root."""
+def build_profile(name: str, prefix: Path, **options) -> Path:
+    """Build a profile's simulated host under prefix (options: gpusim.build's userspace, host_root, ...); return prefix/root."""
     requires_mknod()
-    changed, actions = gpusim.build(str(KIT / "profiles" / f"{name}.json"), str(prefix))
+    changed, actions = gpusim.build(str(KIT / "profiles" / f"{name}.json"), str(prefix), **options)
     assert changed and actions
     return prefix / "root"
+
+
+def install_host_userspace(host_root: Path, version: str | None, library_dir: str = "usr/lib/x86_64-linux-gnu") -> Path:
+    """A stand-in for the node's real library directory holding the driver's libnvidia-ml.so.<version> (None: no driver)."""
+    directory = host_root / library_dir
+    directory.mkdir(parents=True, exist_ok=True)
+    for old in directory.glob("libnvidia-ml.so*"):
+        old.unlink()
+    if version:
+        (directory / f"libnvidia-ml.so.{version}").write_bytes(b"")
+        (directory / "libnvidia-ml.so.1").symlink_to(f"libnvidia-ml.so.{version}")
+    return directory

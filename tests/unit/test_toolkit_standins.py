@@ -11,6 +11,9 @@ import tarfile
 from pathlib import Path
 
 import pytest
+import yaml
+
+from gpusim_helpers import build_profile, profile_data
 
 STANDINS = Path(__file__).resolve().parents[2] / "tests" / "standins"
 
@@ -55,6 +58,8 @@ def test_dependency_relations_are_nvidias():
         "libnvidia-container-tools (<< 2.0.0)",
     ]
     assert packages["libnvidia-container-tools"].depends == ["libnvidia-container1 (>= 1.17.7-1)"]
+    # The one relation NVIDIA's packages lack: the stand-in runtime and nvidia-ctk are Python 3.11 programs (tomllib).
+    assert packages["nvidia-container-toolkit-base"].depends == ["python3 (>= 3.11)"]
     assert packages["nvidia-container-toolkit-base"].conffiles == ["/etc/nvidia-container-runtime/config.toml"]
 
 
@@ -105,29 +110,85 @@ def test_standin_binaries_are_marked_and_versioned(repo: Path, tmp_path: Path):
     assert "STAND-IN" in ctk.read_text()
     version = subprocess.run([str(ctk), "--version"], check=True, capture_output=True, text=True).stdout
     assert version.splitlines()[0] == "NVIDIA Container Toolkit CLI version 1.17.8"
-    assert "STAND-IN" in (tmp_path / "usr" / "bin" / "nvidia-container-runtime").read_text()
+    runtime = (tmp_path / "usr" / "bin" / "nvidia-container-runtime").read_text()
+    assert runtime.startswith("#!/usr/bin/python3\n") and "STAND-IN" in runtime
+    assert 'UPSTREAM_VERSION = "1.17.8"' in runtime and "@UPSTREAM@" not in runtime
+    assert (tmp_path / "usr" / "bin" / "nvidia-container-runtime").stat().st_mode & 0o777 == 0o755
+    fields = subprocess.run(["dpkg-deb", "--field", str(deb), "Depends"], check=True, capture_output=True, text=True).stdout
+    assert fields.strip() == "python3 (>= 3.11)"
 
 
-def test_standin_cdi_generate_reads_the_simulated_host(repo: Path, tmp_path: Path):
+def _ctk(repo: Path, tmp_path: Path) -> Path:
     deb = repo / "amd64" / "nvidia-container-toolkit-base_1.17.7-1_amd64.deb"
     subprocess.run(["dpkg-deb", "--extract", str(deb), str(tmp_path / "pkg")], check=True)
-    ctk = tmp_path / "pkg" / "usr" / "bin" / "nvidia-ctk"
+    return tmp_path / "pkg" / "usr" / "bin" / "nvidia-ctk"
+
+
+def _generate(ctk: Path, *args: str, prefix: Path | None = None) -> subprocess.CompletedProcess:
+    env = {"PATH": "/usr/bin:/bin", **({"GPUSIM_PREFIX": str(prefix)} if prefix else {})}
+    return subprocess.run([str(ctk), "cdi", "generate", *args], check=False, capture_output=True, text=True, env=env)
+
+
+def test_standin_cdi_generate_names_gpus_and_mig_devices_of_the_simulated_host(repo: Path, tmp_path: Path):
+    prefix = tmp_path / "gpusim"
+    root = build_profile("a100x2-mig-1g10gb", prefix)
+    gpus = profile_data("a100x2-mig-1g10gb")["gpus"]
+    ctk = _ctk(repo, tmp_path)
+    spec_path = tmp_path / "cdi" / "nvidia.yaml"
+    result = _generate(ctk, "--output", str(spec_path), prefix=prefix)
+    assert result.returncode == 0, result.stderr
+    assert "Generated CDI spec with version 0.5.0" in result.stderr
+    text = spec_path.read_text()
+    assert text.startswith("# STAND-IN CDI spec") and "driver version of the simulated host: 535.216.01" in text
+    spec = yaml.safe_load(text)
+    assert spec == json.loads(text.split("\n", 1)[1])
+    assert (spec["cdiVersion"], spec["kind"]) == ("0.5.0", "nvidia.com/gpu")
+    names = [device["name"] for device in spec["devices"]]
+    migs = [(f"{gpu['index']}:{mig['index']}", mig["uuid"]) for gpu in gpus for mig in gpu["mig_devices"]]
+    assert names == ["0", gpus[0]["uuid"], "1", gpus[1]["uuid"], *[name for pair in migs for name in pair], "all"]
+    by_name = {device["name"]: device["containerEdits"]["deviceNodes"] for device in spec["devices"]}
+    assert by_name["1"] == [{"path": "/dev/nvidia1", "hostPath": f"{root}/dev/nvidia1"}]
+    assert by_name["1:6"] == by_name["1"] and by_name[gpus[0]["mig_devices"][0]["uuid"]] == by_name["0"]
+    assert [node["path"] for node in by_name["all"]] == ["/dev/nvidia0", "/dev/nvidia1"]
+    assert spec["containerEdits"]["env"] == ["NVIDIA_VISIBLE_DEVICES=void"]
+    assert [node["path"] for node in spec["containerEdits"]["deviceNodes"]] == ["/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools"]
+    same = _generate(ctk, f"--driver-root={root}", "--output", str(tmp_path / "nvidia.json"))
+    assert same.returncode == 0 and json.loads((tmp_path / "nvidia.json").read_text()) == spec
+
+
+def test_standin_cdi_generate_fails_without_a_working_driver(repo: Path, tmp_path: Path):
+    ctk = _ctk(repo, tmp_path)
+    spec_path = tmp_path / "cdi" / "nvidia.yaml"
+    no_kit = _generate(ctk, "--output", str(spec_path), prefix=tmp_path / "nothing")
+    assert no_kit.returncode == 1 and not spec_path.exists()
+    assert "failed to generate CDI spec: failed to create device CDI specs: failed to initialize NVML: ERROR_LIBRARY_NOT_FOUND" in no_kit.stderr
+    prefix = tmp_path / "mismatch"
+    build_profile("rtx8000x10-version-mismatch", prefix)
+    mismatch = _generate(ctk, "--output", str(spec_path), prefix=prefix)
+    assert mismatch.returncode == 1 and not spec_path.exists()
+    assert "failed to initialize NVML: Driver/library version mismatch" in mismatch.stderr
+
+
+def test_standin_cdi_generate_reads_a_bare_tree_without_kit(repo: Path, tmp_path: Path):
+    """molecule/toolkit's hand-made host (no gpusim kit): module version file and dev/nvidia<N> nodes."""
+    ctk = _ctk(repo, tmp_path)
     host = tmp_path / "host"
     (host / "sys" / "module" / "nvidia").mkdir(parents=True)
     (host / "dev").mkdir()
-    spec = tmp_path / "cdi" / "nvidia.yaml"
-    empty = subprocess.run([str(ctk), "cdi", "generate", "--driver-root", str(host), "--output", str(spec)],
-                           check=False, capture_output=True, text=True)
-    assert empty.returncode == 1 and "no simulated GPU" in empty.stderr and not spec.exists()
+    spec_path = tmp_path / "cdi" / "nvidia.yaml"
+    empty = _generate(ctk, "--driver-root", str(host), "--output", str(spec_path))
+    assert empty.returncode == 1 and "Driver Not Loaded" in empty.stderr and not spec_path.exists()
     (host / "sys" / "module" / "nvidia" / "version").write_text("535.216.01\n")
+    no_gpu = _generate(ctk, "--driver-root", str(host), "--output", str(spec_path))
+    assert no_gpu.returncode == 1 and "no simulated GPU" in no_gpu.stderr
     for node in ("nvidia1", "nvidia0", "nvidiactl"):
         (host / "dev" / node).write_text("")
-    subprocess.run([str(ctk), "cdi", "generate", f"--driver-root={host}", "--output", str(spec)], check=True, capture_output=True)
-    text = spec.read_text()
-    assert "kind: nvidia.com/gpu" in text
-    assert [line.strip() for line in text.splitlines() if line.strip().startswith("- name:")] == [
-        '- name: "0"', '- name: "1"', "- name: all"]
-    assert "535.216.01" in text
+    result = _generate(ctk, f"--driver-root={host}", "--output", str(spec_path))
+    assert result.returncode == 0, result.stderr
+    spec = yaml.safe_load(spec_path.read_text())
+    assert spec["kind"] == "nvidia.com/gpu" and isinstance(spec["cdiVersion"], str)
+    assert [device["name"] for device in spec["devices"]] == ["0", "1", "all"]
+    assert "driver version of the simulated host: 535.216.01" in spec_path.read_text()
 
 
 def test_archive_holds_the_repository(repo: Path):

@@ -20,13 +20,14 @@ from ansible.module_utils.testing import patch_module_args
 from ansible_collections.gpufleet.node.plugins.module_utils import _nvidia_parsers as parsers
 from ansible_collections.gpufleet.node.plugins.modules import nvidia_gpu_check
 
-from gpusim_helpers import FIXTURES, KIT, PROFILES, REPO, build_profile, gpusim, profile_data, requires_mknod
+from gpusim_helpers import FIXTURES, KIT, PROFILES, REPO, build_profile, gpusim, install_host_userspace, profile_data, requires_mknod
 
 SCENARIO_VARS = yaml.safe_load((REPO / "molecule" / "gpu_check" / "vars" / "expectations.yml").read_text())
 
 
 def test_profiles_exist_and_are_machine_readable():
-    assert {"h100x8", "a100x4-mig", "rtx8000x10-version-mismatch", "h100x8-uvm-missing", "h100x8-uvm-nodes-missing"} <= set(PROFILES)
+    assert {"h100x8", "a100x4-mig", "a100x2-mig-1g10gb", "rtx8000x10-version-mismatch", "h100x8-uvm-missing",
+            "h100x8-uvm-nodes-missing"} <= set(PROFILES)
     for name in PROFILES:
         data = gpusim.load_profile(str(KIT / "profiles" / f"{name}.json"))
         assert data["name"] == name and data["simulated"] is True
@@ -35,6 +36,8 @@ def test_profiles_exist_and_are_machine_readable():
         assert len({gpu["uuid"] for gpu in data["gpus"]}) == len(data["gpus"])
         assert sorted(gpu["minor"] for gpu in data["gpus"]) == list(range(len(data["gpus"])))
         assert data["sources"]["recorded"] and data["sources"]["rendered"]
+        mig_uuids = [mig["uuid"] for gpu in data["gpus"] for mig in gpu["mig_devices"]]
+        assert len(set(mig_uuids)) == len(mig_uuids)
 
 
 def test_recordings_are_the_project_fixtures():
@@ -83,8 +86,10 @@ def test_build_is_idempotent_keeps_fixes_and_honours_check_and_reset(tmp_path):
     (prefix / "root" / "proc" / "modules").write_text("")
     changed, actions = gpusim.build(profile, str(prefix))
     assert changed and actions == ["replace %s" % (prefix / "root" / "proc" / "modules")]
-    # --reset starts over, as does another profile
+    # --reset starts over (module state included), as does another profile
+    gpusim.reload(str(prefix))
     changed, actions = gpusim.build(profile, str(prefix), reset=True)
+    assert not (prefix / "state" / "module_version").exists()
     assert actions[0].endswith("(reset)") and not (prefix / "root" / "dev" / "nvidia-uvm").exists()
     changed, actions = gpusim.build(str(KIT / "profiles" / "h100x8.json"), str(prefix))
     assert actions[0].endswith("(profile was h100x8-uvm-nodes-missing)")
@@ -195,3 +200,306 @@ def test_module_on_simulated_hosts_matches_the_scenario_expectations(tmp_path, c
     # one call of the module, nvidia-smi stand-in included, stays well under a second
     assert result["_wall_s"] < 1.0, result["_wall_s"]
     print("%s: module wall time %.3f s" % (case["name"], result["_wall_s"]))
+
+
+# ----------------------------------------------------------------------------- MIG profile, user space, reload, holders
+
+def test_a100x2_mig_profile_renders_the_recorded_layout_of_one_gpu(tmp_path):
+    build_profile("a100x2-mig-1g10gb", tmp_path / "sim")
+    listed = smi(tmp_path / "sim", "-L").stdout.splitlines(keepends=True)
+    assert len(listed) == 2 + 14
+    assert "".join(listed[:8]) == (FIXTURES / "smi-L_A100-SXM4-80GB_MIG-7x1g.10gb_driver-535.216.01.txt").read_text()
+    assert listed[8] == "GPU 1: NVIDIA A100-SXM4-80GB (UUID: GPU-00000000-0000-0000-0000-000000000001)\n"
+    parsed = parsers.parse_smi_list("".join(listed))
+    assert [len(gpu["mig_devices"]) for gpu in parsed] == [7, 7]
+    query = smi(tmp_path / "sim", "--query-gpu=index,mig.mode.current,driver_version", "--format=csv,noheader").stdout
+    assert query == "0, Enabled, 535.216.01\n1, Enabled, 535.216.01\n"
+
+
+def test_mig_lines_of_rendered_list_match_every_recording():
+    """The rendered `-L` layout (no replay) is the real one: checked against all MIG recordings."""
+    for path in FIXTURES.glob("smi-L_*MIG*.txt"):
+        gpus = parsers.parse_smi_list(path.read_text())
+        profile = {"gpus": [dict(gpu, index=number) for number, gpu in enumerate(gpus)]}
+        assert gpusim.render_list(profile) == path.read_text(), path.name
+
+
+def test_host_userspace_links_the_real_library_directory_and_stays_across_builds(tmp_path):
+    host = tmp_path / "host"
+    library = install_host_userspace(host, "535.261.03")
+    (library / "libnvidia-ml.so.535.54.03").write_bytes(b"")  # an older one left behind: the highest counts
+    root = build_profile("h100x8", tmp_path / "sim", userspace="host", host_root=str(host))
+    assert os.readlink(root / "usr" / "lib" / "x86_64-linux-gnu") == str(library)
+    assert json.loads((tmp_path / "sim" / "state" / "settings.json").read_text()) == {"userspace": "host"}
+    assert gpusim.node_state(str(tmp_path / "sim")) == {"userspace": "535.261.03", "module_loaded": True, "module_version": "565.57.01"}
+    # a build without --userspace keeps the stored mode and changes nothing
+    assert gpusim.build(str(KIT / "profiles" / "h100x8.json"), str(tmp_path / "sim"), host_root=str(host)) == (False, [])
+
+
+def test_host_userspace_newer_than_the_module_is_a_version_mismatch_until_reload(tmp_path):
+    install_host_userspace(tmp_path / "host", "535.261.03")
+    prefix = tmp_path / "sim"
+    root = build_profile("h100x8", prefix, userspace="host", host_root=str(tmp_path / "host"))
+    for args in ((), ("-L",), ("--query-gpu=index", "--format=csv")):
+        result = smi(prefix, *args)
+        assert (result.returncode, result.stdout) == (18, "Failed to initialize NVML: Driver/library version mismatch\nNVML library version: 535.261\n")
+    assert smi(prefix).stdout.splitlines() == fixture_lines("error_nvml-driver-library-mismatch_with-nvml-version_570.124.txt", "570.124", "535.261")
+    error = parsers.classify_smi_output(smi(prefix).stdout, 18)
+    assert (error["error_class"], error["nvml_version"]) == ("driver_library_mismatch", "535.261")
+    with pytest.raises(gpusim.GpusimError, match="^nvidia-container-cli: initialization error: nvml error: driver/library version mismatch$"):
+        gpusim.injection(str(prefix), ["0"])
+
+    reloaded = run_cli(prefix, "reload")
+    assert (reloaded.returncode, json.loads(reloaded.stdout)) == (0, {"changed": True, "module_version_before": "565.57.01",
+                                                                      "module_version": "535.261.03"})
+    assert (prefix / "state" / "module_version").read_text() == "535.261.03\n"
+    assert parsers.parse_proc_driver_version((root / "proc" / "driver" / "nvidia" / "version").read_text())["version"] == "535.261.03"
+    assert (root / "sys" / "module" / "nvidia" / "version").read_text() == "535.261.03\n"
+    assert smi(prefix, "--query-gpu=driver_version", "--format=csv,noheader", "-i", "0").stdout == "535.261.03\n"
+    # the recorded table shows 565.57.01: not replayed for another user space
+    assert smi(prefix).returncode == 3
+    assert gpusim.injection(str(prefix), ["0"])["payload"]["driver_version"] == "535.261.03"
+    # an idempotent re-build keeps the reloaded module; a second reload changes nothing
+    assert gpusim.build(str(KIT / "profiles" / "h100x8.json"), str(prefix), host_root=str(tmp_path / "host")) == (False, [])
+    assert json.loads(run_cli(prefix, "reload").stdout)["changed"] is False
+
+
+def test_host_without_a_driver_installed(tmp_path):
+    install_host_userspace(tmp_path / "host", None)
+    prefix = tmp_path / "sim"
+    build_profile("h100x8", prefix, userspace="host", host_root=str(tmp_path / "host"))
+    result = smi(prefix, "-L")
+    assert result.returncode == 12
+    assert result.stdout.startswith("NVIDIA-SMI couldn't find libnvidia-ml.so library in your system.")
+    assert parsers.classify_smi_output(result.stdout, 12)["error_class"] == "nvml_not_found"
+    with pytest.raises(gpusim.GpusimError) as raised:
+        gpusim.injection(str(prefix), ["all"])
+    assert str(raised.value) == ("nvidia-container-cli: initialization error: load library failed: libnvidia-ml.so.1: "
+                                 "cannot open shared object file: no such file or directory")
+    refused = run_cli(prefix, "reload")
+    assert (refused.returncode, refused.stdout, refused.stderr) == (
+        1, "", "modprobe: FATAL: Module nvidia not found in directory /lib/modules/6.1.0-28-amd64\n")
+    assert not (prefix / "state" / "module_version").exists()
+    # the driver gets installed: the next reload loads it
+    install_host_userspace(tmp_path / "host", "535.261.03")
+    assert json.loads(run_cli(prefix, "reload").stdout)["module_version"] == "535.261.03"
+    assert smi(prefix, "-L").returncode == 0
+
+
+def test_switching_user_space_rebuilds_and_never_writes_into_the_host_directory(tmp_path):
+    library = install_host_userspace(tmp_path / "host", "535.261.03")
+    prefix = tmp_path / "sim"
+    build_profile("h100x8", prefix, userspace="host", host_root=str(tmp_path / "host"))
+    changed, actions = gpusim.build(str(KIT / "profiles" / "h100x8.json"), str(prefix), userspace="profile")
+    assert changed and actions[0].endswith("(user space was host)")
+    assert sorted(path.name for path in library.iterdir()) == ["libnvidia-ml.so.1", "libnvidia-ml.so.535.261.03"]
+    assert os.readlink(prefix / "root" / "usr" / "lib" / "x86_64-linux-gnu" / "libnvidia-ml.so.1") == "libnvidia-ml.so.565.57.01"
+
+
+def test_recorded_mismatch_replays_until_the_module_is_reloaded(tmp_path):
+    prefix = tmp_path / "rtx"
+    root = build_profile("rtx8000x10-version-mismatch", prefix)
+    with pytest.raises(gpusim.GpusimError, match="driver/library version mismatch"):
+        gpusim.gpus(str(prefix))
+    assert json.loads(run_cli(prefix, "reload").stdout)["module_version"] == "470.63.01"
+    assert smi(prefix, "--query-gpu=index,driver_version", "--format=csv,noheader", "-i", "9").stdout == "9, 470.63.01\n"
+    assert parsers.parse_proc_driver_version((root / "proc" / "driver" / "nvidia" / "version").read_text())["version"] == "470.63.01"
+    assert len(gpusim.gpus(str(prefix))) == 10
+
+
+def test_unloaded_module(tmp_path):
+    requires_mknod()
+    data = profile_data("h100x8")
+    data["kernel_module"]["loaded"] = False
+    profile = tmp_path / "unloaded.json"
+    profile.write_text(json.dumps(data))
+    prefix = tmp_path / "sim"
+    gpusim.build(str(profile), str(prefix), recordings=str(KIT / "recordings"))
+    result = smi(prefix)
+    assert (result.returncode, result.stdout) == (9, (FIXTURES / "error_smi-couldnt-communicate-with-driver.txt").read_text())
+    with pytest.raises(gpusim.GpusimError, match="^nvidia-container-cli: initialization error: nvml error: driver not loaded$"):
+        gpusim.injection(str(prefix), ["0"])
+    assert gpusim.reload(str(prefix)) == {"changed": True, "module_version_before": None, "module_version": "565.57.01"}
+    assert (prefix / "root" / "proc" / "driver" / "nvidia" / "version").exists()
+    assert smi(prefix).returncode == 0
+
+
+def test_holders_block_reload_until_released_or_rebooted(tmp_path):
+    prefix = tmp_path / "sim"
+    build_profile("h100x8", prefix)
+    assert json.loads(run_cli(prefix, "holders").stdout) == []
+    assert json.loads(run_cli(prefix, "hold", "nvidia-persistenced").stdout) == {"changed": True}
+    assert json.loads(run_cli(prefix, "hold", "nvidia-persistenced").stdout) == {"changed": False}
+    sleeper = subprocess.Popen(["sleep", "60"])
+    try:
+        run_cli(prefix, "hold", "dcgm", "--pid", str(sleeper.pid))
+        assert json.loads(run_cli(prefix, "holders").stdout) == [{"name": "dcgm", "pid": sleeper.pid},
+                                                                 {"name": "nvidia-persistenced", "pid": None}]
+        before = sorted(str(path) for path in prefix.rglob("*"))
+        refused = run_cli(prefix, "reload")
+        assert (refused.returncode, refused.stdout, refused.stderr) == (1, "", "modprobe: FATAL: Module nvidia is in use.\n")
+        assert sorted(str(path) for path in prefix.rglob("*")) == before
+        assert json.loads(run_cli(prefix, "release", "nvidia-persistenced").stdout) == {"changed": True}
+        assert json.loads(run_cli(prefix, "release", "nvidia-persistenced").stdout) == {"changed": False}
+        assert run_cli(prefix, "reload").returncode == 1
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    # a holder whose process is gone no longer holds the module
+    assert json.loads(run_cli(prefix, "holders").stdout) == []
+    assert run_cli(prefix, "reload").returncode == 0
+    run_cli(prefix, "hold", "nvidia-persistenced")
+    rebooted = run_cli(prefix, "reboot")
+    assert json.loads(rebooted.stdout) == {"changed": False, "module_version_before": "565.57.01", "module_version": "565.57.01"}
+    assert json.loads(run_cli(prefix, "holders").stdout) == []
+    bad = run_cli(prefix, "hold", "../x")
+    assert bad.returncode == 1 and "use a plain name" in bad.stderr
+
+
+# ----------------------------------------------------------------------------- API of the runtime stand-in
+
+def test_gpus_is_the_nodes_gpu_list(tmp_path):
+    build_profile("a100x4-mig", tmp_path / "sim")
+    listed = gpusim.gpus(str(tmp_path / "sim"))
+    assert [(gpu["index"], gpu["minor"], gpu["mig_mode"], len(gpu["mig_devices"])) for gpu in listed] == [
+        (0, 1, "Enabled", 4), (1, 0, "Disabled", 0), (2, 2, "Disabled", 0), (3, 3, "Disabled", 0)]
+    assert set(listed[0]) == {"index", "minor", "name", "uuid", "pci_bus_id", "memory_total_mib", "mig_mode", "mig_devices"}
+    assert listed[0]["mig_devices"][2] == {"index": 2, "profile": "1g.20gb", "uuid": "MIG-00000000-0000-0000-0000-000000000002"}
+    with pytest.raises(gpusim.GpusimError, match="load library failed"):
+        gpusim.gpus(str(tmp_path / "no-kit"))
+
+
+@pytest.mark.parametrize("selectors, expected", [
+    (["all"], {0: [0, 1, 2, 3], 1: [], 2: [], 3: []}),
+    (["1"], {1: []}),
+    (["GPU-00000000-0000-0000-0000-000000000003", "1"], {1: [], 3: []}),
+    (["0:2"], {0: [2]}),
+    (["MIG-00000000-0000-0000-0000-000000000003", "0:1", "0:3"], {0: [1, 3]}),
+    (["0:1", "0"], {0: [0, 1, 2, 3]}),
+    ([" 2 "], {2: []}),
+    ([], {}),
+], ids=["all", "index", "uuids", "mig-index", "mig-uuid-and-index", "whole-gpu-wins", "spaces", "nothing"])
+def test_injection_selects_gpus_and_mig_devices(tmp_path, selectors, expected):
+    build_profile("a100x4-mig", tmp_path / "sim")
+    result = gpusim.injection(str(tmp_path / "sim"), selectors)
+    payload = result["payload"]
+    assert payload["simulated"] is True and payload["driver_version"] == "535.54.03"
+    assert {gpu["index"]: [mig["index"] for mig in gpu["mig_devices"]] for gpu in payload["gpus"]} == expected
+    assert [gpu["index"] for gpu in payload["gpus"]] == sorted(expected)
+    minors = {0: 1, 1: 0, 2: 2, 3: 3}
+    root = tmp_path / "sim" / "root"
+    assert result["device_nodes"] == [
+        {"path": "/dev/nvidiactl", "host_path": str(root / "dev" / "nvidiactl"), "major": 195, "minor": 255},
+        {"path": "/dev/nvidia-uvm", "host_path": str(root / "dev" / "nvidia-uvm"), "major": 511, "minor": 0},
+        {"path": "/dev/nvidia-uvm-tools", "host_path": str(root / "dev" / "nvidia-uvm-tools"), "major": 511, "minor": 1},
+    ] + [{"path": "/dev/nvidia%d" % minors[index], "host_path": str(root / "dev" / ("nvidia%d" % minors[index])), "major": 195,
+          "minor": minors[index]} for index in sorted(expected)]
+
+
+@pytest.mark.parametrize("selector", ["4", "1:0", "0:9", "GPU-00000000-0000-0000-0000-00000000000f", "MIG-nope", "none", ""])
+def test_injection_refuses_unknown_devices(tmp_path, selector):
+    build_profile("a100x4-mig", tmp_path / "sim")
+    with pytest.raises(gpusim.GpusimError) as raised:
+        gpusim.injection(str(tmp_path / "sim"), ["0", selector])
+    assert str(raised.value) == "nvidia-container-cli: device error: %s: unknown device" % selector
+
+
+def test_injection_offers_only_the_control_nodes_present(tmp_path):
+    build_profile("h100x8-uvm-nodes-missing", tmp_path / "sim")
+    nodes = gpusim.injection(str(tmp_path / "sim"), ["7"])["device_nodes"]
+    assert [node["path"] for node in nodes] == ["/dev/nvidiactl", "/dev/nvidia7"]
+
+
+# ----------------------------------------------------------------------------- the container-side nvidia-smi
+
+def container_smi(visible: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(KIT / "container_smi.py"), *args], capture_output=True, text=True, check=False,
+                          env=dict(os.environ, GPUSIM_VISIBLE=str(visible)))
+
+
+def test_container_smi_is_installed_executable(tmp_path):
+    build_profile("h100x8", tmp_path / "sim")
+    installed = tmp_path / "sim" / "lib" / "container-nvidia-smi"
+    assert installed.read_bytes() == b"#!/usr/bin/python3\n" + (KIT / "container_smi.py").read_bytes()
+    assert stat.S_IMODE(installed.stat().st_mode) == 0o755
+    assert installed.read_text().startswith("#!/usr/bin/python3\n")
+
+
+def test_container_smi_renumbers_what_the_runtime_injected(tmp_path):
+    build_profile("a100x2-mig-1g10gb", tmp_path / "sim")
+    visible = tmp_path / "visible.json"
+    visible.write_text(json.dumps(gpusim.injection(str(tmp_path / "sim"), ["1:5", "1:2"])["payload"]))
+    expected = ("GPU 0: NVIDIA A100-SXM4-80GB (UUID: GPU-00000000-0000-0000-0000-000000000001)\n"
+                "  MIG 1g.10gb     Device  0: (UUID: MIG-00000000-0000-0000-0000-000000000009)\n"
+                "  MIG 1g.10gb     Device  1: (UUID: MIG-00000000-0000-0000-0000-000000000012)\n")
+    for args in (("-L",), ()):
+        assert container_smi(visible, *args).stdout == expected
+    assert [gpu["uuid"] for gpu in parsers.parse_smi_list(expected)] == ["GPU-00000000-0000-0000-0000-000000000001"]
+
+
+def test_container_smi_query(tmp_path):
+    build_profile("h100x8", tmp_path / "sim")
+    visible = tmp_path / "visible.json"
+    visible.write_text(json.dumps(gpusim.injection(str(tmp_path / "sim"), ["GPU-5e1a0000-0000-4000-8000-000000000105", "3"])["payload"]))
+    fields = "--query-gpu=index,name,uuid,driver_version,memory.total"
+    assert container_smi(visible, fields, "--format=csv").stdout == (
+        "index, name, uuid, driver_version, memory.total [MiB]\n"
+        "0, NVIDIA H100 80GB HBM3, GPU-5e1a0000-0000-4000-8000-000000000103, 565.57.01, 81559 MiB\n"
+        "1, NVIDIA H100 80GB HBM3, GPU-5e1a0000-0000-4000-8000-000000000105, 565.57.01, 81559 MiB\n")
+    assert container_smi(visible, fields, "--format=csv,noheader,nounits").stdout.splitlines()[1] == (
+        "1, NVIDIA H100 80GB HBM3, GPU-5e1a0000-0000-4000-8000-000000000105, 565.57.01, 81559")
+    assert container_smi(visible, "--query-gpu", "index", "--format", "csv,noheader").stdout == "0\n1\n"
+    invalid = container_smi(visible, "--query-gpu=bogus", "--format=csv")
+    assert (invalid.returncode, invalid.stdout) == (2, 'Field "bogus" is not a valid field to query.\n\n')
+    assert container_smi(visible, "-q").returncode == 2
+
+
+def test_container_smi_without_injection(tmp_path):
+    result = container_smi(tmp_path / "absent.json", "-L")
+    assert (result.returncode, result.stdout) == (9, (FIXTURES / "error_smi-couldnt-communicate-with-driver.txt").read_text())
+    assert parsers.classify_smi_output(result.stdout, 9)["error_class"] == "cannot_communicate"
+
+
+# ----------------------------------------------------------------------------- helpers
+
+def run_cli(prefix: Path, *args: str) -> subprocess.CompletedProcess:
+    """The installed prefix/bin/gpusim wrapper (it takes its prefix from its own location)."""
+    return subprocess.run([str(prefix / "bin" / "gpusim"), *args], capture_output=True, text=True, check=False)
+
+
+def fixture_lines(name: str, old: str, new: str) -> list:
+    return (FIXTURES / name).read_text().replace(old, new).splitlines()
+
+
+def test_module_sees_the_installed_user_space_and_the_reload(tmp_path):
+    """nvidia_gpu_check on a host-mode node: the driver role installed 535.261.03 while 565.57.01 stays loaded, then a reload."""
+    install_host_userspace(tmp_path / "host", "535.261.03")
+    prefix = tmp_path / "sim"
+    root = build_profile("h100x8", prefix, userspace="host", host_root=str(tmp_path / "host"))
+    options = dict(host_root=str(root), nvidia_smi_path=str(prefix / "bin" / "nvidia-smi"), fail_on_error=False,
+                   expected_driver_version="535.261.03")
+    before = run_module(options)
+    assert "driver_versions_match" in before["failed_checks"]
+    assert before["nvidia_gpu"]["driver"]["userspace_version"] == "535.261.03"
+    assert before["nvidia_gpu"]["driver"]["kernel_module_version"] == "565.57.01"
+    gpusim.reload(str(prefix))
+    after = run_module(options)
+    assert after["failed_checks"] == []
+    assert len(after["nvidia_gpu"]["gpus"]) == 8
+
+
+def test_state_commands_need_a_built_host(tmp_path):
+    script = [sys.executable, str(KIT / "gpusim.py")]
+    result = subprocess.run(script + ["reload", "--prefix", str(tmp_path / "none")], capture_output=True, text=True, check=False)
+    assert (result.returncode, result.stderr) == (1, "gpusim: %s: no simulated host there (run gpusim.py build first)\n" % (tmp_path / "none"))
+
+
+def test_host_userspace_is_found_where_debian_installs_it(tmp_path: Path) -> None:
+    # Debian's libnvidia-ml1 puts the library under nvidia/current, reached through an alternatives link
+    library_dir = tmp_path / "usr/lib/x86_64-linux-gnu"
+    current = library_dir / "nvidia" / "current"
+    current.mkdir(parents=True)
+    (current / "libnvidia-ml.so.535.261.03").write_bytes(b"")
+    (library_dir / "libnvidia-ml.so.1").symlink_to(tmp_path / "etc/alternatives/nvidia--libnvidia-ml.so.1-x86_64-linux-gnu")
+    assert gpusim.library_version(str(library_dir)) == "535.261.03"
+    assert gpusim.library_version(str(tmp_path / "nothing")) is None
