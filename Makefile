@@ -87,7 +87,8 @@ molecule: venv collection images  ## one scenario: make molecule SCENARIO=name
 molecules: venv collection images  ## every molecule scenario
 	$(BIN)/molecule test --all
 
-test: lint sanity units kubelab-test molecules  ## everything CI runs, stopping at the first failure
+test:  ## everything CI runs, stage by stage, stopping at the first failure; ends with each stage's wall time
+	$(PYTHON) tests/run_stages.py
 
 build: venv  ## build the Galaxy artifact
 	$(BIN)/ansible-galaxy collection build --force
