@@ -13,6 +13,8 @@ export PATH := $(CURDIR)/$(BIN):$(PATH)
 export ANSIBLE_COLLECTIONS_PATH := $(CURDIR)/.build/collections
 export PY_COLORS := 0
 export ANSIBLE_FORCE_COLOR := 0
+# The Kubernetes lab the scenarios use writes its inventory here (tests/run_stages.py runs a second lab elsewhere).
+export GPUFLEET_LAB_INVENTORY_DIR ?= $(CURDIR)/inventories/lab
 
 .PHONY: help venv collection docker images kube-binaries lab-up lab-down demo bench kubelab-test lint yamllint ansible-lint sanity units molecule molecules test build clean
 
@@ -42,6 +44,7 @@ images: docker  ## build or reuse the node base images (RELEASES="bookworm sid")
 
 kube-binaries: venv  ## build or reuse the Kubernetes binaries (cached under /var/cache/gpufleet)
 	lab/labctl kube build-binaries
+	lab/labctl kube images
 
 lab-up: venv collection images kube-binaries  ## start the Kubernetes lab's control plane
 	lab/labctl kube up

@@ -9,7 +9,7 @@ import subprocess
 import sys
 import time
 
-from kubelab import binaries, controlplane, inventory, lab, node
+from kubelab import binaries, controlplane, images, inventory, lab, node
 from kubelab.common import KubeLabError, LabSettings
 
 
@@ -17,6 +17,7 @@ def add_commands(commands: "argparse._SubParsersAction[argparse.ArgumentParser]"
     """Register the lab's subcommands on ``commands`` (labctl's CLI calls this too)."""
     build = commands.add_parser("build-binaries", help="build (or reuse) the Kubernetes binaries")
     build.add_argument("--force", action="store_true", help="rebuild even when cached binaries answer")
+    commands.add_parser("images", help="build (or reuse) the lab node image and the pod images (before labs run in parallel)")
     commands.add_parser("up", help="start the control plane (idempotent)")
     commands.add_parser("down", help="remove nodes, control plane, network and state")
     commands.add_parser("status", help="print the lab's nodes and control-plane state as JSON")
@@ -44,6 +45,10 @@ def dispatch(args: argparse.Namespace, command_attr: str = "command") -> int:
         args.command = getattr(args, command_attr)
     if args.command == "build-binaries":
         print(binaries.build_binaries(force=args.force))
+    elif args.command == "images":
+        settings = LabSettings.from_env()
+        print(images.ensure_node_image(settings))
+        print(images.ensure_pod_images(settings))
     elif args.command == "up":
         settings = lab.up()
         print(settings.admin_kubeconfig)

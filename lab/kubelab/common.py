@@ -16,7 +16,7 @@ from typing import Callable, Mapping, Sequence, TypeVar
 T = TypeVar("T")
 
 LABEL_KEY = "gpufleet.lab"
-LABEL_VALUE = "kube"
+LABEL_VALUE = "kube"  # the default lab's name (GPUFLEET_LAB_NAME)
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -32,6 +32,7 @@ class LabSettings:
     second lab or CI can move it; the defaults are what tests and the demo use.
     """
 
+    name: str = "kube"
     state_dir: Path = Path("/var/lib/gpufleet-lab/kube")
     network: str = "gpufleet-lab-kube"
     subnet: str = "172.28.240.0/24"
@@ -45,7 +46,14 @@ class LabSettings:
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> "LabSettings":
         env = os.environ if env is None else env
-        defaults = cls()
+        name = env.get("GPUFLEET_LAB_NAME", cls.name)
+        if not LAB_NAME_RE.match(name):
+            raise KubeLabError(f"GPUFLEET_LAB_NAME={name!r}: use 1-20 lower-case letters, digits and '-', starting with a letter")
+        # A second lab (GPUFLEET_LAB_NAME) gets its own state, network and control-plane container by default;
+        # its subnet and API port must be given (GPUFLEET_LAB_SUBNET, GPUFLEET_LAB_API_PORT).
+        defaults = cls() if name == cls.name else cls(
+            name=name, state_dir=Path(f"/var/lib/gpufleet-lab/{name}"), network=f"gpufleet-lab-{name}",
+            control_plane_name=f"gpufleet-lab-{name}-control-plane")
         port_text = env.get("GPUFLEET_LAB_API_PORT", str(defaults.api_host_port))
         if not port_text.isdigit() or not 1 <= int(port_text) <= 65535:
             raise KubeLabError(
@@ -59,12 +67,19 @@ class LabSettings:
         if net.version != 4 or net.prefixlen > 28:
             raise KubeLabError(f"GPUFLEET_LAB_SUBNET={subnet!r}: use an IPv4 network of /28 or larger")
         return cls(
+            name=name,
+            control_plane_name=defaults.control_plane_name,
             state_dir=Path(env.get("GPUFLEET_LAB_STATE_DIR", str(defaults.state_dir))),
             network=env.get("GPUFLEET_LAB_NETWORK", defaults.network),
             subnet=subnet,
             api_host_port=int(port_text),
             base_image=env.get("GPUFLEET_LAB_BASE_IMAGE", defaults.base_image),
         )
+
+    @property
+    def label(self) -> str:
+        """The docker label of this lab's containers and network (``gpufleet.lab=<name>``)."""
+        return f"{LABEL_KEY}={self.name}"
 
     @property
     def gateway(self) -> str:
@@ -114,6 +129,7 @@ class LabSettings:
 
 CP_MOUNT = "/var/lib/kubelab"
 BIN_MOUNT = "/opt/kubelab/bin"
+LAB_NAME_RE = re.compile(r"^[a-z][a-z0-9-]{0,19}$")
 NODE_NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,40}[a-z0-9])?$")
 
 

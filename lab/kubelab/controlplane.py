@@ -30,7 +30,6 @@ from kubelab.common import (
     BIN_MOUNT,
     CP_MOUNT,
     LABEL_KEY,
-    LABEL_VALUE,
     KubeLabError,
     LabSettings,
     container_running,
@@ -244,7 +243,7 @@ def ensure_network(settings: LabSettings) -> None:
         return
     run(["docker", "network", "create", "--driver", "bridge",
          "--subnet", settings.subnet, "--ip-range", settings.node_ip_range,
-         "--gateway", settings.gateway, "--label", f"{LABEL_KEY}={LABEL_VALUE}", settings.network])
+         "--gateway", settings.gateway, "--label", settings.label, settings.network])
 
 
 def _ensure_container(settings: LabSettings, bin_dir: Path) -> None:
@@ -257,7 +256,7 @@ def _ensure_container(settings: LabSettings, bin_dir: Path) -> None:
         raise KubeLabError(f"{ETCD_HOST_BINARY} is missing: install Debian's etcd-server (the build step does)")
     run([
         "docker", "run", "-d", "--name", name, "--hostname", name,
-        "--label", f"{LABEL_KEY}={LABEL_VALUE}", "--label", f"{LABEL_KEY}.role=control-plane",
+        "--label", settings.label, "--label", f"{LABEL_KEY}.role=control-plane",
         "--network", settings.network, "--ip", settings.control_plane_ip,
         "-p", f"127.0.0.1:{settings.api_host_port}:6443",
         "-v", f"{settings.cp_dir}:{CP_MOUNT}",

@@ -19,7 +19,6 @@ from kubelab import binaries, controlplane, gpuprofiles, images, pki, standins
 from kubelab.common import (
     BIN_MOUNT,
     LABEL_KEY,
-    LABEL_VALUE,
     KubeLabError,
     LabSettings,
     container_ip,
@@ -220,7 +219,7 @@ def _save_spec(settings: LabSettings, spec: NodeSpec) -> None:
 def _run_container(settings: LabSettings, spec: NodeSpec, image: str, bin_dir: Path) -> None:
     run([
         "docker", "run", "-d", "--name", spec.name, "--hostname", spec.name,
-        "--label", f"{LABEL_KEY}={LABEL_VALUE}", "--label", f"{LABEL_KEY}.role=node",
+        "--label", settings.label, "--label", f"{LABEL_KEY}.role=node",
         "--network", settings.network,
         "--cap-add", "SYS_ADMIN", "--cap-add", "NET_ADMIN", "--cap-add", "SYSLOG",
         "--security-opt", "seccomp=unconfined", "--security-opt", "apparmor=unconfined",
@@ -396,12 +395,16 @@ def _stop_pods(name: str) -> None:
 
 
 def _is_lab_container(name: str) -> bool:
-    result = run(["docker", "inspect", "-f", "{{index .Config.Labels \"" + LABEL_KEY + ".role\"}}", name],
-                 check=False, quiet=True)
-    return result.returncode == 0 and result.stdout.strip() == "node"
+    """A node container of this lab (GPUFLEET_LAB_NAME), never another lab's."""
+    fmt = "{{index .Config.Labels \"" + LABEL_KEY + ".role\"}} {{index .Config.Labels \"" + LABEL_KEY + "\"}}"
+    result = run(["docker", "inspect", "-f", fmt, name], check=False, quiet=True)
+    return result.returncode == 0 and result.stdout.split() == ["node", LabSettings.from_env().name]
 
 
 def lab_containers(role: str | None = None) -> list[str]:
-    label = f"{LABEL_KEY}.role={role}" if role else f"{LABEL_KEY}={LABEL_VALUE}"
-    out = run(["docker", "ps", "-a", "--filter", f"label={label}", "--format", "{{.Names}}"], quiet=True).stdout
+    """This lab's containers (all, or those of one role); docker ANDs the label filters."""
+    filters = ["--filter", f"label={LabSettings.from_env().label}"]
+    if role:
+        filters += ["--filter", f"label={LABEL_KEY}.role={role}"]
+    out = run(["docker", "ps", "-a", *filters, "--format", "{{.Names}}"], quiet=True).stdout
     return [line for line in out.splitlines() if line]

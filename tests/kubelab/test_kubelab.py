@@ -19,7 +19,7 @@ from kubernetes.client.rest import ApiException
 
 from kubelab import gpuprofiles, images, lab, sysctl
 from kubelab.inventory import write_inventory
-from kubelab.common import LABEL_KEY, LABEL_VALUE, LabSettings
+from kubelab.common import LabSettings
 from kubelab.node import NodeSpec
 
 T = TypeVar("T")
@@ -314,7 +314,7 @@ def test_down_leaves_nothing_behind(lab_nodes: dict[str, NodeSpec], lab_up: LabS
         out = subprocess.run(["docker", *argv], capture_output=True, text=True, check=True).stdout
         return [line for line in out.splitlines() if line.strip()]
 
-    assert docker_lines("ps", "-a", "--filter", f"label={LABEL_KEY}={LABEL_VALUE}", "--format", "{{.Names}}") == []
+    assert docker_lines("ps", "-a", "--filter", f"label={LabSettings.from_env().label}", "--format", "{{.Names}}") == []
     names = [*lab_nodes, lab_up.control_plane_name]
     assert [c for c in docker_lines("ps", "-a", "--format", "{{.Names}}") if c in names] == []
     volumes = docker_lines("volume", "ls", "--format", "{{.Name}}")

@@ -23,10 +23,27 @@ def test_settings_addresses() -> None:
     ({"GPUFLEET_LAB_API_PORT": "http"}, "GPUFLEET_LAB_API_PORT='http'"),
     ({"GPUFLEET_LAB_SUBNET": "nonsense"}, "GPUFLEET_LAB_SUBNET='nonsense'"),
     ({"GPUFLEET_LAB_SUBNET": "10.0.0.0/30"}, "/28 or larger"),
+    ({"GPUFLEET_LAB_NAME": "Lab 2"}, "GPUFLEET_LAB_NAME='Lab 2'"),
 ])
 def test_bad_settings(env: dict[str, str], message: str) -> None:
     with pytest.raises(KubeLabError, match=message):
         LabSettings.from_env(env)
+
+
+def test_default_lab_keeps_its_names() -> None:
+    settings = LabSettings.from_env({})
+    assert (settings.name, settings.control_plane_name, settings.network, settings.label) == (
+        "kube", "gpufleet-lab-control-plane", "gpufleet-lab-kube", "gpufleet.lab=kube")
+
+
+def test_a_second_lab_has_its_own_container_network_state_and_label() -> None:
+    settings = LabSettings.from_env({"GPUFLEET_LAB_NAME": "lane2", "GPUFLEET_LAB_SUBNET": "172.28.241.0/24",
+                                     "GPUFLEET_LAB_API_PORT": "6444"})
+    assert settings.control_plane_name == "gpufleet-lab-lane2-control-plane"
+    assert settings.network == "gpufleet-lab-lane2"
+    assert settings.state_dir == Path("/var/lib/gpufleet-lab/lane2")
+    assert settings.label == "gpufleet.lab=lane2"
+    assert (settings.control_plane_ip, settings.api_url) == ("172.28.241.2", "https://127.0.0.1:6444")
 
 
 def test_apiserver_flags() -> None:
