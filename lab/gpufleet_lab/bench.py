@@ -5,6 +5,8 @@
 2. An idempotent re-run of onboard.yml on 1 and on 4 onboarded nodes.
 3. The same idempotent re-run on 1 node with pipelining off vs on.
 4. The preflight through nvidia_gpu_check vs the same checklist as separate shell tasks.
+5. playbooks/upgrade_driver.yml on the 4 up-to-date nodes (plan only: nothing to change) vs the
+   idempotent re-run of onboard.yml on them.
 
 Figures are wall-clock seconds on this machine, reported as ratios measured in one run; they are
 written to docs/benchmarks.md and reports/benchmarks.json. Nothing here asserts a time.
@@ -104,6 +106,8 @@ def measure() -> dict[str, object]:
     figures["rerun_1_node_s"] = _median(lambda: _playbook(onboard, FLEET[0]))
     figures["rerun_4_nodes_s"] = _median(lambda: _playbook(onboard, ",".join(FLEET)))
     figures["rerun_1_node_no_pipelining_s"] = _median(lambda: _playbook(onboard, FLEET[0], pipelining=False))
+    upgrade = str(REPO / "playbooks" / "upgrade_driver.yml")
+    figures["upgrade_noop_4_nodes_s"] = _median(lambda: _playbook(upgrade, ",".join(FLEET)))
     figures["preflight_module_s"] = _median(lambda: _playbook(str(PLAYBOOKS / "preflight_module.yml"), ",".join(FLEET)))
     figures["preflight_shell_s"] = _median(lambda: _playbook(str(PLAYBOOKS / "preflight_shell.yml"), ",".join(FLEET)))
     return figures
@@ -119,6 +123,8 @@ def render(figures: dict) -> str:
          figures["rerun_1_node_no_pipelining_s"], figures["rerun_1_node_s"]),
         ("Preflight on 4 nodes: the checklist as 6 shell tasks vs one nvidia_gpu_check call",
          figures["preflight_shell_s"], figures["preflight_module_s"]),
+        ("upgrade_driver.yml on an up-to-date fleet of 4 vs idempotent onboard.yml of 4",
+         figures["upgrade_noop_4_nodes_s"], figures["rerun_4_nodes_s"]),
     ]
     lines = [
         "# Benchmarks",
@@ -151,6 +157,8 @@ def render(figures: dict) -> str:
         "  The docker connection of the lab supports it as SSH does; ansible.cfg turns it on for every",
         "  connection and inventories/example sets it for real fleets. Every other figure here runs with it on.",
         "- The fourth is one module round trip against six task round trips per host.",
+        "- The fifth is the cost of a driver rollout that finds nothing to do: the plan reads each node's driver",
+        "  (nvidia_gpu_check), its packages and apt's candidates, and the Node, then cordons and drains nothing.",
         "- The roles gather only the facts they need (`gathering = explicit`).",
         "",
     ]
