@@ -1,53 +1,146 @@
-"""Run `make test`'s stages in order, stop at the first failure, and end with a table of wall times.
+"""Run `make test`'s stages, stop at the first failure, and end with a table of wall times.
 
-Each stage is a make target (each molecule scenario its own stage), so the budget of every part is
-visible in every CI log. The last line counts the stages: "stages: N passed, N failed".
+The build stages (virtualenv, images, Kubernetes binaries) run first, one after the other. The test stages
+then run in lanes at once, each lane's stages one after the other:
+
+- ``kube``, ``kube2``, ``kube3``: the scenarios on the Kubernetes lab, each lane on its own lab (its own name,
+  network, subnet, API port, state and inventory: lab/kubelab/README.md). Much of their time is waiting for
+  the kubelet (a deleted pod's sandbox goes with the kubelet's garbage collection, once a minute), so they
+  overlap well;
+- ``hosts``, ``hosts2``: lint, sanity, unit tests and the scenarios on plain systemd containers, shared out by
+  their usual duration.
+
+A stage's output goes to ``.build/test-logs/<stage>.log`` and is printed whole when the stage ends. After a
+failure no new stage starts; the stages already running finish. The last line counts the stages:
+"stages: N passed, N failed".
 """
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-FIRST_STAGES = ["venv", "collection", "images", "kube-binaries", "lint", "sanity", "units", "kubelab-test"]
+LOGS = REPO / ".build" / "test-logs"
+BUILD_STAGES = ["venv", "collection", "images", "kube-binaries"]
+# The Kubernetes lanes, longest scenario first; kubelab-test is the lab's own tests.
+KUBE_LANES = {
+    "kube": ["molecule upgrade"],
+    "kube2": ["molecule node_join", "kubelab-test"],
+    "kube3": ["molecule onboard"],
+}
+# Minutes a stage usually takes alone on 2 cores, to share the host stages out between two lanes.
+HOST_MINUTES = {
+    "lint": 1.6, "sanity": 0.5, "units": 0.5, "molecule driver_upgrade": 3.9, "molecule containerd_v2": 3.7,
+    "molecule gpu_check": 2.9, "molecule driver_install": 2.9, "molecule driver_gpusim": 2.7,
+    "molecule driver_bad_input": 2.5, "molecule containerd_v1": 2.4, "molecule lab_base": 1.5,
+    "molecule toolkit": 1.5, "molecule containerd_toolkit_bad_input": 1.3,
+}
+
+
+def lab_env(index: int) -> dict[str, str]:
+    """The settings of Kubernetes lane ``index`` (0: the default lab, as `make demo` uses it)."""
+    if index == 0:
+        return {}
+    name = f"kube{index + 1}"
+    return {
+        "GPUFLEET_LAB_NAME": name,
+        "GPUFLEET_LAB_SUBNET": f"172.28.{240 + index}.0/24",
+        "GPUFLEET_LAB_API_PORT": str(6443 + index),
+        "GPUFLEET_LAB_INVENTORY_DIR": str(REPO / ".build" / "labs" / name / "inventory"),
+    }
 
 
 def molecule_scenarios() -> list[str]:
     return sorted(path.parent.name for path in (REPO / "molecule").glob("*/molecule.yml"))
 
 
-def run_stage(name: str, argv: list[str]) -> tuple[str, float, bool]:
-    print(f"\n=== stage {name}: {' '.join(argv)}", flush=True)
-    started = time.monotonic()
-    ok = subprocess.run(argv, cwd=REPO, check=False).returncode == 0
-    return name, time.monotonic() - started, ok
+def argv_of(stage: str) -> list[str]:
+    if stage.startswith("molecule "):
+        return ["make", "molecule", f"SCENARIO={stage.split(' ', 1)[1]}"]
+    return ["make", stage]
 
 
-def table(results: list[tuple[str, float, bool]], skipped: list[str]) -> str:
+def lanes() -> dict[str, tuple[list[str], dict[str, str]]]:
+    """Every lane's stages and environment; a scenario no lane names goes to the host lane with less work."""
+    scenarios = [f"molecule {name}" for name in molecule_scenarios()]
+    kube_stages = {stage for stages in KUBE_LANES.values() for stage in stages}
+    plan = {name: ([s for s in stages if s in scenarios or not s.startswith("molecule ")], lab_env(index))
+            for index, (name, stages) in enumerate(KUBE_LANES.items())}
+    hosts: dict[str, list[str]] = {"hosts": [], "hosts2": []}
+    load = {"hosts": 0.0, "hosts2": 0.0}
+    host_stages = ["lint", "sanity", "units"] + [s for s in scenarios if s not in kube_stages]
+    for stage in sorted(host_stages, key=lambda s: -HOST_MINUTES.get(s, 3.0)):
+        lane = min(load, key=lambda name: load[name])
+        hosts[lane].append(stage)
+        load[lane] += HOST_MINUTES.get(stage, 3.0)
+    # lint, sanity and units first: they fail fastest
+    plan.update({name: (sorted(stages, key=lambda s: s.startswith("molecule ")), {}) for name, stages in hosts.items()})
+    return plan
+
+
+class Runner:
+    def __init__(self) -> None:
+        self.results: list[tuple[str, float, bool]] = []
+        self.failed = threading.Event()
+        self.lock = threading.Lock()
+
+    def run_stage(self, stage: str, env: dict[str, str] | None = None, lane: str = "") -> bool:
+        LOGS.mkdir(parents=True, exist_ok=True)
+        log_path = LOGS / (stage.replace(" ", "-") + ".log")
+        started = time.monotonic()
+        with log_path.open("w", encoding="utf-8") as log:
+            ok = subprocess.run(argv_of(stage), cwd=REPO, stdout=log, stderr=subprocess.STDOUT, check=False,
+                                env={**os.environ, **(env or {})}).returncode == 0
+        seconds = time.monotonic() - started
+        with self.lock:
+            print(f"\n=== stage {stage}{' (lane ' + lane + ')' if lane else ''}: {' '.join(argv_of(stage))}", flush=True)
+            sys.stdout.write(log_path.read_text(encoding="utf-8", errors="replace"))
+            print(f"=== stage {stage}: {'passed' if ok else 'FAILED'} in {seconds / 60:.0f} min {seconds % 60:02.0f} s",
+                  flush=True)
+            self.results.append((stage, seconds, ok))
+        if not ok:
+            self.failed.set()
+        return ok
+
+    def run_lane(self, lane: str, stages: list[str], env: dict[str, str] | None) -> None:
+        for stage in stages:
+            if self.failed.is_set():
+                return
+            self.run_stage(stage, env, lane)
+
+
+def table(results: list[tuple[str, float, bool]], skipped: list[str], total: float) -> str:
     lines = ["", "| stage | result | wall time |", "|---|---|---|"]
     lines += [f"| {name} | {'passed' if ok else 'FAILED'} | {seconds / 60:.0f} min {seconds % 60:02.0f} s |"
               for name, seconds, ok in results]
     lines += [f"| {name} | not run | |" for name in skipped]
-    total = sum(seconds for _name, seconds, _ok in results)
-    lines.append(f"| total | | {total / 60:.0f} min {total % 60:02.0f} s |")
+    lines.append(f"| total (wall clock; the test lanes overlap) | | {total / 60:.0f} min {total % 60:02.0f} s |")
     return "\n".join(lines)
 
 
 def main() -> int:
-    stages = [(name, ["make", name]) for name in FIRST_STAGES]
-    stages += [(f"molecule {s}", ["make", "molecule", f"SCENARIO={s}"]) for s in molecule_scenarios()]
-    results: list[tuple[str, float, bool]] = []
-    for position, (name, argv) in enumerate(stages):
-        results.append(run_stage(name, argv))
-        if not results[-1][2]:
-            print(table(results, [n for n, _argv in stages[position + 1:]]))
-            print(f"stages: {len(results) - 1} passed, 1 failed")
-            return 1
-    print(table(results, []))
-    print(f"stages: {len(results)} passed, 0 failed")
-    return 0
+    runner, started = Runner(), time.monotonic()
+    plan = lanes()
+    for stage in BUILD_STAGES:
+        if not runner.run_stage(stage):
+            break
+    if not runner.failed.is_set():
+        threads = [threading.Thread(target=runner.run_lane, args=(name, stages, env))
+                   for name, (stages, env) in plan.items()]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    ran = {name for name, _seconds, _ok in runner.results}
+    skipped = [s for s in BUILD_STAGES + [s for stages, _env in plan.values() for s in stages] if s not in ran]
+    failed = sum(1 for _name, _seconds, ok in runner.results if not ok)
+    print(table(runner.results, skipped, time.monotonic() - started))
+    print(f"stages: {len(runner.results) - failed} passed, {failed} failed")
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":
