@@ -16,7 +16,7 @@ export ANSIBLE_FORCE_COLOR := 0
 # The Kubernetes lab the scenarios use writes its inventory here (tests/run_stages.py runs a second lab elsewhere).
 export GPUFLEET_LAB_INVENTORY_DIR ?= $(CURDIR)/inventories/lab
 
-.PHONY: help venv collection docker images kube-binaries lab-up lab-down demo bench kubelab-test lint yamllint ansible-lint sanity units molecule molecules test build clean
+.PHONY: help venv collection docker images kube-binaries lab-up lab-down demo bench kubelab-test lint yamllint ansible-lint docs-lint changelog-lint sanity units molecule molecules test build artifact docs changelog ee-context clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-18s %s\n", $$1, $$2}'
@@ -76,7 +76,14 @@ yamllint: venv
 ansible-lint: venv collection
 	$(BIN)/ansible-lint --profile production
 
-lint: yamllint ansible-lint  ## yamllint and ansible-lint (profile production)
+docs-lint: venv collection  ## antsibull-docs lint-collection-docs; the generated role docs are up to date
+	$(BIN)/antsibull-docs lint-collection-docs --plugin-docs $(COLLECTION_LINK)
+	$(BIN)/python tools/role_docs.py --check
+
+changelog-lint: venv  ## antsibull-changelog lint (changelogs/fragments/)
+	$(BIN)/antsibull-changelog lint
+
+lint: yamllint ansible-lint docs-lint changelog-lint  ## yamllint, ansible-lint (profile production), docs and changelog lint
 
 sanity: venv  ## ansible-test sanity on the collection, no ignore files
 	$(BIN)/python tests/sanity/run.py
@@ -84,10 +91,11 @@ sanity: venv  ## ansible-test sanity on the collection, no ignore files
 units: venv collection  ## unit tests (pytest)
 	$(BIN)/pytest tests/unit
 
-molecule: venv collection images  ## one scenario: make molecule SCENARIO=name
+# The onboard scenario runs the main job from the installed Galaxy artifact.
+molecule: venv collection images $(if $(filter onboard,$(SCENARIO)),artifact)  ## one scenario: make molecule SCENARIO=name
 	$(BIN)/molecule test -s $(SCENARIO)
 
-molecules: venv collection images  ## every molecule scenario
+molecules: venv collection images artifact  ## every molecule scenario
 	$(BIN)/molecule test --all
 
 test:  ## everything CI runs, stage by stage, stopping at the first failure; ends with each stage's wall time
@@ -95,6 +103,18 @@ test:  ## everything CI runs, stage by stage, stopping at the first failure; end
 
 build: venv  ## build the Galaxy artifact
 	$(BIN)/ansible-galaxy collection build --force
+
+artifact: venv  ## build the Galaxy artifact and install it with its dependencies into .build/artifact/collections
+	$(BIN)/python tools/artifact.py
+
+ee-context: build  ## the execution environment's build context (context/), as ansible-builder create writes it
+	$(BIN)/ansible-builder create -f execution-environment.yml -c context
+
+docs: venv  ## generate docs/roles/<role>.md from every role's meta/argument_specs.yml
+	$(BIN)/python tools/role_docs.py
+
+changelog: venv  ## generate CHANGELOG.md from changelogs/ (a release: antsibull-changelog release --version X.Y.Z)
+	$(BIN)/antsibull-changelog generate
 
 clean:  ## remove the virtualenv and build tree (caches under /var/cache/gpufleet stay)
 	rm -rf $(VENV) .build

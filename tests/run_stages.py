@@ -25,7 +25,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 LOGS = REPO / ".build" / "test-logs"
-BUILD_STAGES = ["venv", "collection", "images", "kube-binaries"]
+BUILD_STAGES = ["venv", "collection", "artifact", "images", "kube-binaries"]
 # The Kubernetes lanes, longest scenario first; kubelab-test is the lab's own tests.
 KUBE_LANES = {
     "kube": ["molecule upgrade"],

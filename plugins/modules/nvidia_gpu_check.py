@@ -94,6 +94,12 @@ options:
     type: path
     default: /
 attributes:
+  action_group:
+    description: Use C(group/gpufleet.node.gpu) in C(module_defaults) to set defaults for this module, such as
+      O(host_root) and O(nvidia_smi_path), once for a play.
+    support: full
+    membership:
+      - gpufleet.node.gpu
   check_mode:
     support: full
     description: Nothing is changed in check mode; C(changed) tells whether O(fix_device_nodes) would change something.
@@ -116,6 +122,15 @@ seealso:
 '''
 
 EXAMPLES = r'''
+- name: Check every host below one host root, set once for the play
+  hosts: gpu_nodes
+  module_defaults:
+    group/gpufleet.node.gpu:
+      host_root: /host
+  tasks:
+    - name: Check the GPU host layer
+      gpufleet.node.nvidia_gpu_check:
+
 - name: Check the GPU host layer (fails listing every failed check)
   gpufleet.node.nvidia_gpu_check:
     expected_driver_version: 535.261.03

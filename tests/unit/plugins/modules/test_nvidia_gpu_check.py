@@ -563,7 +563,8 @@ def test_documentation_lists_every_option_and_check():
     doc = yaml.safe_load(nvidia_gpu_check.DOCUMENTATION)
     assert set(doc["options"]) == {"expected_driver_version", "expected_gpu_count", "expected_mig_mode", "required_modules", "critical_xids",
                                    "fix_device_nodes", "fail_on_error", "nvidia_smi_path", "host_root"}
-    assert set(doc["attributes"]) == {"check_mode", "diff_mode", "idempotent"}
+    assert set(doc["attributes"]) == {"action_group", "check_mode", "diff_mode", "idempotent"}
+    assert doc["attributes"]["action_group"]["membership"] == ["gpufleet.node.gpu"]
     for check_id in health.CHECK_IDS:
         assert check_id in " ".join(doc["description"])
     assert doc["options"]["critical_xids"]["default"] == health.DEFAULT_CRITICAL_XIDS
