@@ -122,12 +122,11 @@ seealso:
 '''
 
 EXAMPLES = r'''
-- name: Check every host below one host root, set once for the play
-  hosts: gpu_nodes
+- name: Set the host root once for every check of a block (or a play)
   module_defaults:
     group/gpufleet.node.gpu:
       host_root: /host
-  tasks:
+  block:
     - name: Check the GPU host layer
       gpufleet.node.nvidia_gpu_check:
 

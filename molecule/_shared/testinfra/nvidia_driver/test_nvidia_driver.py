@@ -1,6 +1,6 @@
 """The host state nvidia_driver leaves, read on the node (testinfra): shared by driver_install and driver_upgrade.
 
-What each scenario expects is in its directory's ``expected_driver.yml``: ``packages`` (name: exact Debian
+What each scenario expects is in its ``vars/expected_driver.yml``: ``packages`` (name: exact Debian
 version), ``suites`` of the role's source, ``newer_version_available`` (the archive carries another version
 of the packages, so without the holds and pins apt would move them) and ``gone_versions`` (driver versions
 of which nothing may be left installed or held).
@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-EXPECTED = yaml.safe_load(Path(os.environ["MOLECULE_SCENARIO_DIRECTORY"], "expected_driver.yml").read_text(encoding="utf-8"))
+EXPECTED = yaml.safe_load(Path(os.environ["MOLECULE_SCENARIO_DIRECTORY"], "vars", "expected_driver.yml").read_text(encoding="utf-8"))
 PACKAGES: dict[str, str] = EXPECTED["packages"]
 ROLE_FILES = ("/etc/apt/preferences.d/gpufleet-nvidia-driver", "/etc/apt/apt.conf.d/51gpufleet-nvidia-driver",
               "/etc/modules-load.d/gpufleet-nvidia.conf", "/etc/modprobe.d/gpufleet-nvidia-blacklist-nouveau.conf")
