@@ -6,7 +6,6 @@ installed collection, are what is tested.
 """
 from __future__ import annotations
 
-import importlib.util
 import shutil
 import subprocess
 import sys
@@ -16,6 +15,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+import artifact as artifact_tool  # tools/artifact.py (pytest.ini puts tools/ on the path)
+
 REPO = Path(__file__).resolve().parents[2]
 EE_FILES = ("execution-environment.yml", "requirements.txt", "bindep.txt")
 
@@ -23,15 +24,6 @@ EE_FILES = ("execution-environment.yml", "requirements.txt", "bindep.txt")
 def _tool(name: str) -> str:
     return shutil.which(name, path=str(Path(sys.executable).parent)) or name
 
-
-def _artifact_tool():
-    spec = importlib.util.spec_from_file_location("artifact_tool", REPO / "tools" / "artifact.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-artifact_tool = _artifact_tool()
 
 
 def _requirement_lines(name: str) -> list[str]:

@@ -5,7 +5,6 @@ files (a generated lab inventory, reports, caches, a build tree): none of them m
 """
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import shutil
@@ -15,6 +14,8 @@ import tarfile
 from pathlib import Path
 
 import pytest
+
+import artifact as artifact_tool  # tools/artifact.py (pytest.ini puts tools/ on the path)
 
 REPO = Path(__file__).resolve().parents[2]
 # What a checkout holds after the lab, the tests and a run have been used in it.
@@ -36,15 +37,6 @@ SHIPPED = (
 )
 IGNORED_IN_COPY = shutil.ignore_patterns(".git", ".venv", ".build", "__pycache__", ".pytest_cache", "reports", "context")
 
-
-def _artifact_tool():
-    spec = importlib.util.spec_from_file_location("artifact_tool", REPO / "tools" / "artifact.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-artifact_tool = _artifact_tool()
 
 
 @pytest.fixture(scope="module")

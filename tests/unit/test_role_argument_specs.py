@@ -2,7 +2,7 @@
 generated from the specs (tools/role_docs.py, `make docs`) are up to date."""
 from __future__ import annotations
 
-import importlib.util
+import importlib
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
@@ -100,14 +100,10 @@ def _missing_required(name: str, option: dict, value: Any) -> Iterator[str]:
             yield from _missing_required(f"{name}.{key}", suboption, item.get(key))
 
 
-@pytest.fixture(scope="module")
-def role_docs() -> ModuleType:
-    """tools/role_docs.py, the generator of docs/roles/<role>.md."""
-    spec = importlib.util.spec_from_file_location("role_docs", REPO / "tools" / "role_docs.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+@pytest.fixture(scope="module", name="role_docs")
+def role_docs_module() -> ModuleType:
+    """tools/role_docs.py, the generator of docs/roles/<role>.md (pytest.ini puts tools/ on the path)."""
+    return importlib.import_module("role_docs")
 
 
 def test_roles_exist() -> None:
