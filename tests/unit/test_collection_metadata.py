@@ -3,13 +3,14 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import yaml
+
+import artifact as artifact_tool  # tools/artifact.py (pytest.ini puts tools/ on the path)
 
 REPO = Path(__file__).resolve().parents[2]
 ROLES = sorted(path.parent.parent.name for path in (REPO / "roles").glob("*/meta/main.yml"))
@@ -65,8 +66,7 @@ def test_module_defaults_reach_the_module_through_the_action_group(tmp_path: Pat
                                             "dest": str(tmp_path / "result.json"), "mode": "0600"}}],
     }]), encoding="utf-8")
     env = {**os.environ, "ANSIBLE_COLLECTIONS_PATH": str(REPO / ".build" / "collections")}
-    playbook_cli = shutil.which("ansible-playbook", path=str(Path(sys.executable).parent)) or "ansible-playbook"
-    run = subprocess.run([playbook_cli, "-i", "localhost,", "-e", f"ansible_python_interpreter={sys.executable}", str(playbook)], cwd=tmp_path, env=env,
-                         capture_output=True, text=True, check=False)
+    argv = [artifact_tool.tool("ansible-playbook"), "-i", "localhost,", "-e", f"ansible_python_interpreter={sys.executable}", str(playbook)]
+    run = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, check=False)
     assert run.returncode == 0, run.stdout + run.stderr
     assert json.loads((tmp_path / "result.json").read_text(encoding="utf-8"))["host_root"] == str(host_root)

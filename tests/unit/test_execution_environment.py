@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-import sys
 import tarfile
 from pathlib import Path
 
@@ -19,10 +18,6 @@ import artifact as artifact_tool  # tools/artifact.py (pytest.ini puts tools/ on
 
 REPO = Path(__file__).resolve().parents[2]
 EE_FILES = ("execution-environment.yml", "requirements.txt", "bindep.txt")
-
-
-def _tool(name: str) -> str:
-    return shutil.which(name, path=str(Path(sys.executable).parent)) or name
 
 
 
@@ -43,7 +38,7 @@ def context(tmp_path_factory: pytest.TempPathFactory) -> Path:
     for name in EE_FILES:
         shutil.copy(REPO / name, workdir / name)
     artifact_tool.build(REPO, workdir)
-    subprocess.run([_tool("ansible-builder"), "create", "-f", "execution-environment.yml", "-c", "context"],
+    subprocess.run([artifact_tool.tool("ansible-builder"), "create", "-f", "execution-environment.yml", "-c", "context"],
                    cwd=workdir, check=True, capture_output=True, text=True)
     return workdir / "context"
 
@@ -83,7 +78,7 @@ def test_context_installs_the_collections_and_their_requirements(context: Path, 
 def introspected(tmp_path_factory: pytest.TempPathFactory) -> dict:
     """What ansible-builder finds in the artifact installed with its dependencies."""
     _tarball, collections_path = artifact_tool.build_and_install(REPO, tmp_path_factory.mktemp("introspect"))
-    result = subprocess.run([_tool("ansible-builder"), "introspect", str(collections_path)],
+    result = subprocess.run([artifact_tool.tool("ansible-builder"), "introspect", str(collections_path)],
                             check=True, capture_output=True, text=True)
     return yaml.safe_load(result.stdout.split("---", 1)[1])
 

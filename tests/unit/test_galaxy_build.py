@@ -9,7 +9,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import tarfile
 from pathlib import Path
 
@@ -84,8 +83,7 @@ def _only(collections_path: Path) -> dict[str, str]:
 
 
 def _ansible(tool: str, *args: str, env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess:
-    executable = shutil.which(tool, path=str(Path(sys.executable).parent)) or tool
-    return subprocess.run([executable, *args], env=env, cwd=cwd, capture_output=True, text=True, check=False)
+    return subprocess.run([artifact_tool.tool(tool), *args], env=env, cwd=cwd, capture_output=True, text=True, check=False)
 
 
 def test_installed_with_every_declared_dependency(artifact: tuple[Path, Path], tmp_path: Path) -> None:
