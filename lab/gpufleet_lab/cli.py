@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from gpufleet_lab import bench, docker_daemon, images
+from gpufleet_lab import bench, docker_daemon, images, promtool
 from gpufleet_lab.proc import LabError
 from kubelab import cli as kube_cli
 from kubelab.binaries import BuildError
@@ -19,6 +19,7 @@ def _parser() -> argparse.ArgumentParser:
     build.add_argument("releases", nargs="*", default=["bookworm"], choices=sorted(images.RELEASES),
                        help="Debian releases (default: bookworm)")
     commands.add_parser("bench", help="measure the collection on the Kubernetes lab (docs/benchmarks.md)")
+    commands.add_parser("promtool", help="print the path of promtool (from Debian's prometheus package, cached)")
     kube = commands.add_parser("kube", help="the Kubernetes lab: control plane and simulated GPU nodes")
     kube_cli.add_commands(kube.add_subparsers(dest="kube_command", required=True))
     return parser
@@ -37,6 +38,8 @@ def main(argv: list[str] | None = None) -> int:
                 images.ensure(release)
         elif args.command == "bench":
             return bench.main()
+        elif args.command == "promtool":
+            print(promtool.ensure())
         elif args.command == "kube":
             return kube_cli.dispatch(args, command_attr="kube_command")
     except (LabError, KubeLabError, BuildError) as error:

@@ -32,7 +32,7 @@ SHIPPED = (
     "MANIFEST.json", "FILES.json", "README.md", "CHANGELOG.md", "COPYING", "meta/runtime.yml", "requirements.yml",
     "requirements.txt", "bindep.txt", "execution-environment.yml", "changelogs/changelog.yaml",
     "plugins/modules/nvidia_gpu_check.py", "playbooks/onboard.yml", "playbooks/upgrade_driver.yml",
-    "inventories/example/hosts.yml",
+    "inventories/example/hosts.yml", "monitoring/gpufleet-gpu-alerts.rules.yml", "monitoring/gpufleet-gpu-alerts.prometheusrule.yml",
 )
 IGNORED_IN_COPY = shutil.ignore_patterns(".git", ".venv", ".build", "__pycache__", ".pytest_cache", "reports", "context")
 

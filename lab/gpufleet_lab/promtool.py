@@ -1,0 +1,53 @@
+"""promtool, Prometheus's rule checker, from Debian's `prometheus` package, cached by the package's version.
+
+Only the binary is unpacked (`dpkg-deb -x`): installing the package would start a Prometheus server.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+from gpufleet_lab.proc import LabError
+
+CACHE_DIR = Path("/var/cache/gpufleet/promtool")
+PACKAGE = "prometheus"
+
+
+def _apt(*args: str, cwd: Path | None = None) -> str:
+    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+    result = subprocess.run(["apt-get", *args], cwd=cwd, env=env, capture_output=True, text=True, check=False)
+    if result.returncode != 0:
+        raise LabError(f"apt-get {' '.join(args)} failed: {result.stderr.strip()[-1000:]}")
+    return result.stdout
+
+
+def candidate_version() -> str:
+    """The version of `prometheus` apt would install; the lists are refreshed once when they know none."""
+    for attempt in range(2):
+        policy = subprocess.run(["apt-cache", "policy", PACKAGE], capture_output=True, text=True, check=False).stdout
+        candidate = next((line.split(":", 1)[1].strip() for line in policy.splitlines()
+                          if line.strip().startswith("Candidate:")), "(none)")
+        if candidate != "(none)":
+            return candidate
+        if attempt == 0:
+            _apt("update", "-qq")
+    raise LabError(f"apt offers no version of {PACKAGE} (Debian's main archive carries it)")
+
+
+def ensure() -> Path:
+    """The path of a cached promtool of the candidate version, unpacked first when missing."""
+    version = candidate_version()
+    binary = CACHE_DIR / version.replace(":", "_") / "promtool"
+    if binary.is_file():
+        return binary
+    with tempfile.TemporaryDirectory() as workdir:
+        work = Path(workdir)
+        _apt("download", f"{PACKAGE}={version}", cwd=work)
+        (deb,) = work.glob(f"{PACKAGE}_*.deb")
+        subprocess.run(["dpkg-deb", "-x", str(deb), str(work / "root")], check=True)
+        binary.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(work / "root" / "usr" / "bin" / "promtool", binary)
+    return binary
