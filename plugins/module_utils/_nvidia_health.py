@@ -41,6 +41,7 @@ from ansible_collections.gpufleet.node.plugins.module_utils._nvidia_parsers impo
 NVIDIA_MODULES = ('nvidia', 'nvidia_uvm', 'nvidia_modeset', 'nvidia_drm', 'nvidia_peermem')
 DEFAULT_REQUIRED_MODULES = ['nvidia', 'nvidia_uvm']
 DEFAULT_CRITICAL_XIDS = [48, 64, 74, 79, 95, 119, 120]
+XID_FALLEN_OFF_BUS = 79
 NV_MAJOR = 195
 NV_CTL_MINOR = 255
 UVM_NODES = (('nvidia-uvm', 0), ('nvidia-uvm-tools', 1))
@@ -631,6 +632,9 @@ _SMI_REMEDIES = {
     'no_devices': 'the driver loaded but bound no GPU: check `lspci -d 10de:`, `dmesg | grep NVRM` (RmInitAdapter failed, '
                   'nouveau conflict, BAR/Above-4G decoding settings)',
     'gpu_lost': 'a GPU fell off the bus: drain the node and reboot it; if it repeats, check power and PCIe seating and raise an RMA',
+    'gpu_handle_lost': 'nvidia-smi sees GPU <pci> but cannot open it, the usual sign of a GPU lost from the bus: drain the node, then reset '
+                       'the GPU (`nvidia-smi -r -i <pci>`) or reboot; check the kernel log for Xid 79 (`dmesg | grep -i -e xid -e \'fallen off\'`) '
+                       'and the PCIe link (`lspci -vvv -s <pci>`: link status, AER errors); if it repeats, check power and seating and raise an RMA',
     'unknown_error': 'NVML could not reach a GPU: inside a container this is usually lost device cgroup access (restart the container, '
                      'create /dev/char symlinks); on the host check `dmesg | grep -i xid` and reset or reboot',
     'insufficient_permissions': 'run as root or give the user access to /dev/nvidia*',
@@ -648,11 +652,18 @@ def _check_nvidia_smi(facts):
         return _check('nvidia_smi_runs', 'pass', 'nvidia-smi reports %d GPU(s)' % facts['gpu_count'])
     error_class = smi['error_class'] or 'failed'
     message = 'nvidia-smi failed (%s, rc %s): %s' % (error_class, smi['rc'], smi['error_message'] or '')
-    remedy = _SMI_REMEDIES.get(error_class, _SMI_REMEDIES['failed'])
+    remedy = _smi_remedy(error_class, smi)
     if error_class not in ('not_found', 'nvml_not_found') and not facts['modules'].get('nvidia'):
         message += ' (the nvidia kernel module is not loaded)'
         remedy = _SMI_REMEDIES['cannot_communicate']
     return _check('nvidia_smi_runs', 'fail', message, remedy)
+
+
+def _smi_remedy(error_class, smi):
+    """The remedy of an nvidia-smi error class, naming the GPU nvidia-smi could not open where it printed one."""
+    remedy = _SMI_REMEDIES.get(error_class, _SMI_REMEDIES['failed'])
+    addresses = [error['pci_bus_id'] for error in smi.get('gpu_errors') or []]
+    return remedy.replace('<pci>', addresses[0]) if addresses and len(set(addresses)) == 1 else remedy
 
 
 def _check_versions_match(facts):
@@ -667,7 +678,7 @@ def _check_versions_match(facts):
         if kernel or library:
             parts.append('kernel module %s vs library %s' % (kernel or '?', library or '?'))
         if mismatch_log:
-            parts.append('kernel log: client %s, kernel module %s' % (mismatch_log['client'], mismatch_log['kernel']))
+            parts.append('kernel log: %s %s, kernel module %s' % (_mismatch_client(mismatch_log), mismatch_log['client'], mismatch_log['kernel']))
         return _check('driver_versions_match', 'fail', '; '.join(parts), _versions_remedy(kernel, library))
     if kernel is None or library is None:
         missing = []
@@ -680,6 +691,16 @@ def _check_versions_match(facts):
         return _check('driver_versions_match', 'pass', 'kernel module and user-space driver are both %s' % kernel)
     return _check('driver_versions_match', 'fail', 'kernel module %s vs user-space %s (from %s)' % (kernel, library, driver['userspace_version_source']),
                   _versions_remedy(kernel, library))
+
+
+def _mismatch_client(mismatch):
+    """'client', or "client 'nvidia-smi' (pid 1234)" where the kernel's API mismatch report names it."""
+    words = ['client']
+    if mismatch.get('client_name'):
+        words.append("'%s'" % mismatch['client_name'])
+    if mismatch.get('client_pid') is not None:
+        words.append('(pid %d)' % mismatch['client_pid'])
+    return ' '.join(words)
 
 
 def _versions_remedy(kernel, library):
@@ -748,26 +769,46 @@ def _check_xids(facts, critical):
     if not log['readable']:
         return _check('critical_xids_absent', 'skip', 'kernel log not readable: %s' % log['error'])
     events = facts['xid_events']
-    critical_set = set(critical)
-    found = [event for event in events if event['code'] in critical_set]
+    found = _critical_addresses(events, set(critical), log['fallen_off_bus'])
     if found:
-        codes = sorted(set(event['code'] for event in found))
-        details = []
-        for code in codes:
-            pcis = sorted(set(event['pci'] or '?' for event in found if event['code'] == code))
-            details.append('Xid %d %s on %s' % (code, XID_DESCRIPTIONS.get(code, ''), ', '.join(pcis)))
-        message = 'critical Xid events in the kernel log (%s): %s' % (log['source'], '; '.join(details))
-        if log['fallen_off_bus']:
-            message += '; fallen off the bus: %s' % ', '.join(log['fallen_off_bus'])
-        return _check('critical_xids_absent', 'fail', message,
-                      'drain the node and reset the GPU(s) or reboot; if the Xid repeats after reboot, check retired pages / remapped rows '
-                      '(`nvidia-smi -q -d PAGE_RETIREMENT,ROW_REMAPPER`) and raise an RMA')
-    if log['fallen_off_bus']:
-        return _check('critical_xids_absent', 'fail', 'kernel log reports GPU(s) fallen off the bus: %s' % ', '.join(log['fallen_off_bus']),
-                      'drain the node and reboot; check power and PCIe seating; RMA if it repeats')
+        return _check('critical_xids_absent', 'fail', _critical_message(log, events, found), _critical_remedy(found))
     if events:
         codes = sorted(set(event['code'] for event in events))
         return _check('critical_xids_absent', 'warn', 'non-critical Xid events in the kernel log: %s' % ', '.join(
             'Xid %d (%s)' % (code, XID_DESCRIPTIONS.get(code, 'see NVIDIA Xid catalog')) for code in codes),
             'usually application faults: check the workloads that ran on the GPU at that time')
     return _check('critical_xids_absent', 'pass', 'no Xid events in the kernel log (%s)' % log['source'])
+
+
+def _critical_addresses(events, critical, fallen_off_bus):
+    """{code: sorted PCI addresses} of the critical Xid events; a GPU reported fallen off the bus counts as Xid 79,
+    with or without an Xid line and whether or not 79 is critical."""
+    found = {}
+    for event in events:
+        if event['code'] in critical:
+            found.setdefault(event['code'], set()).add(event['pci'] or '?')
+    if fallen_off_bus:
+        found.setdefault(XID_FALLEN_OFF_BUS, set()).update(fallen_off_bus)
+    return dict((code, sorted(addresses)) for code, addresses in found.items())
+
+
+def _critical_message(log, events, found):
+    details = ['Xid %d %s on %s' % (code, XID_DESCRIPTIONS.get(code, ''), ', '.join(found[code])) for code in sorted(found)]
+    with_xid_line = set(event['pci'] for event in events if event['code'] == XID_FALLEN_OFF_BUS)
+    without_xid_line = [pci for pci in log['fallen_off_bus'] if pci not in with_xid_line]
+    message = 'critical Xid events in the kernel log (%s): %s' % (log['source'], '; '.join(details))
+    if without_xid_line:
+        message += ' (%s: kernel report without an Xid line)' % ', '.join(without_xid_line)
+    return message
+
+
+def _critical_remedy(found):
+    remedies = []
+    if XID_FALLEN_OFF_BUS in found:
+        remedies.append('GPU(s) %s fell off the bus: drain the node, then reset the GPU (`nvidia-smi -r -i <pci>`) or reboot; '
+                        'check the PCIe link (`lspci -vvv -s <pci>`: link status, AER errors) and `dmesg | grep -i \'fallen off\'`, '
+                        'then power and seating; raise an RMA if it repeats' % ', '.join(found[XID_FALLEN_OFF_BUS]))
+    if any(code != XID_FALLEN_OFF_BUS for code in found):
+        remedies.append('drain the node and reset the GPU(s) or reboot; if the Xid repeats after reboot, check retired pages / remapped rows '
+                        '(`nvidia-smi -q -d PAGE_RETIREMENT,ROW_REMAPPER`) and raise an RMA')
+    return '; '.join(remedies)

@@ -50,6 +50,8 @@ _SMI_ERROR_PATTERNS = (
     ('gpu_lost', re.compile(r'GPU is lost', re.I)),
     ('no_devices', re.compile(r'^No devices were found', re.I | re.M)),
     ('insufficient_permissions', re.compile(r'Insufficient Permissions', re.I)),
+    # nvidia-smi sees the GPU but cannot open it ("... for GPU0000:91:00.0: Unknown Error"): the usual lost-GPU symptom
+    ('gpu_handle_lost', re.compile(r'^Unable to determine the device handle for GPU', re.I | re.M)),
     ('unknown_error', re.compile(r'Unknown Error', re.I)),
     ('nvml_init_failed', re.compile(r'^Failed to initialize NVML', re.I | re.M)),
 )
@@ -103,8 +105,10 @@ def classify_smi_output(text, rc=0):
 
     Returns None when nothing in the output is a known error and rc is 0, else a dict:
     error_class (driver_library_mismatch, cannot_communicate, nvml_not_found, gpu_lost,
-    no_devices, insufficient_permissions, unknown_error, nvml_init_failed, failed), message (the
-    first error line), pci_bus_id (for per-GPU handle errors) and nvml_version (when printed).
+    no_devices, insufficient_permissions, gpu_handle_lost, unknown_error, nvml_init_failed, failed),
+    message (the first error line), pci_bus_id (for per-GPU handle errors) and nvml_version (when printed).
+    A per-GPU 'Unable to determine the device handle' line is gpu_handle_lost unless its reason is
+    'GPU is lost' (gpu_lost) or 'Insufficient Permissions'.
     """
     text = _text(text, 'nvidia-smi output')
     lines = [line.strip() for line in text.splitlines() if line.strip()]
@@ -383,23 +387,56 @@ _XID_RE = re.compile(
     r'NVRM: Xid \((?:PCI:)?(?P<pci>[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}(?:\.[0-7])?)\):\s*(?P<code>\d+)\s*,\s*(?P<rest>.*)$')
 _XID_PROC_RE = re.compile(r"^pid=(?P<pid>'?<unknown>'?|\d+),\s*name=(?P<name>[^,]*),\s*(?P<message>.*)$")
 
+_KMSG_RECORD_RE = re.compile(r'^\d+,\d+,\d+,[^;]*;(.*)$')
+_KMSG_ESCAPE_RE = re.compile(r'\\x([0-9a-fA-F]{2})')
+_RSYSLOG_ESCAPE_RE = re.compile(r'#(0[0-3][0-7])')
+# How a line of a kernel log starts when it carries a log prefix of its own.
+_LOG_PREFIX_START_RE = re.compile(
+    r'^(?:\[[^\]]*\]'                          # dmesg '[12345.678901]', dmesg -T '[Mon Jan  1 00:00:00 2024]'
+    r'|<\d+>'                                  # console log level
+    r'|[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d'   # syslog and journal 'Jan  1 00:00:00 host kernel:'
+    r'|\d{4}-\d\d-\d\d[T ]\d\d:\d\d'           # ISO timestamps (rsyslog, journalctl -o short-iso)
+    r'|kern\s*:)')                             # dmesg --decode 'kern  :warn  :'
+
+
+def _unescape_kmsg(match):
+    return chr(int(match.group(1), 16))
+
+
+def _unescape_rsyslog(match):
+    return chr(int(match.group(1), 8))
+
+
+def _is_kmsg_dictionary(line):
+    """A /dev/kmsg dictionary continuation such as ' SUBSYSTEM=pci'."""
+    return line.startswith(' ') and '=' in line and 'NVRM' not in line and line.strip().split('=')[0].isupper()
+
+
+def _kernel_log_pieces(text):
+    """Yield (line, new_record) for every non-empty line of a kernel log.
+
+    /dev/kmsg records ('6,123,456,-;message') are reduced to their message with its '\\x0a'-style
+    escapes expanded, rsyslog's '#011' and '#012' escapes are expanded; new_record marks the first
+    line of a /dev/kmsg record.
+    """
+    text = _text(text, 'kernel log')
+    for raw in text.splitlines():
+        record = _KMSG_RECORD_RE.match(raw)
+        if record:
+            pieces = _KMSG_ESCAPE_RE.sub(_unescape_kmsg, record.group(1)).split('\n')
+        elif _is_kmsg_dictionary(raw):
+            continue
+        else:
+            pieces = _RSYSLOG_ESCAPE_RE.sub(_unescape_rsyslog, raw).split('\n')
+        for number, piece in enumerate(pieces):
+            if piece.strip():
+                yield piece, bool(record) and number == 0
+
 
 def kernel_log_lines(text):
-    """Split a kernel log into lines, expanding rsyslog's '#012' escaped newlines, and
-    reduce /dev/kmsg records ('6,123,456,-;message') to their message."""
-    text = _text(text, 'kernel log')
-    lines = []
-    for raw in text.replace('#012', '\n').splitlines():
-        if not raw.strip():
-            continue
-        kmsg = re.match(r'^\d+,\d+,\d+,[^;]*;(.*)$', raw)
-        if kmsg:
-            lines.append(kmsg.group(1))
-        elif raw.startswith(' ') and '=' in raw and 'NVRM' not in raw and raw.strip().split('=')[0].isupper():
-            continue  # /dev/kmsg dictionary continuation (" SUBSYSTEM=pci")
-        else:
-            lines.append(raw)
-    return lines
+    """Split a kernel log into lines: /dev/kmsg records reduced to their message, the escaped newlines
+    of /dev/kmsg ('\\x0a') and rsyslog ('#012') expanded, /dev/kmsg dictionary lines dropped."""
+    return [piece[0] for piece in _kernel_log_pieces(text)]
 
 
 def parse_xid_events(text):
@@ -432,39 +469,81 @@ def parse_xid_events(text):
     return events
 
 
+def _continuation(line, report_prefix):
+    """The text a line without 'NVRM:' adds to the NVRM report above it, or None when it starts another message.
+
+    A line continues the report when it repeats the report's log prefix (journal, syslog, dmesg) or
+    carries no log prefix of its own: dmesg and journalctl indent the continued lines of a record,
+    pasted logs lose the indentation, /dev/kmsg and rsyslog escape them into the record's line.
+    """
+    if report_prefix is None:
+        return None
+    if report_prefix.strip() and line.startswith(report_prefix):
+        return line[len(report_prefix):]
+    if _LOG_PREFIX_START_RE.match(line):
+        return None
+    return line
+
+
 def _nvrm_text(text):
-    """The driver's NVRM messages of a kernel log joined into one line (they wrap over several)."""
+    """The driver's NVRM messages of a kernel log joined into one line with single spaces.
+
+    The driver's reports wrap over several lines, each continued line with or without its own 'NVRM:'.
+    """
     parts = []
-    for line in kernel_log_lines(text):
+    report_prefix = None
+    for line, new_record in _kernel_log_pieces(text):
         position = line.find('NVRM:')
         if position >= 0:
-            parts.append(line[position + 5:].strip())
-    return ' '.join(parts)
+            report_prefix = line[:position]
+            parts.append(line[position + 5:])
+            continue
+        addition = None if new_record else _continuation(line, report_prefix)
+        if addition is None:
+            report_prefix = None
+        else:
+            parts.append(addition)
+    return ' '.join(' '.join(parts).split())
 
 
+_DRIVER_VERSION = r'\d+(?:\.\d+)+'
+# Older drivers: "API mismatch: the client has the version X, but this kernel module has the version Y."
+# Newer drivers name the client: "API mismatch: the client 'nvidia-smi' (pid 1234) has the version X, but ..."
 _API_MISMATCH_RE = re.compile(
-    r'API mismatch: the client has the version (?P<client>\d+(?:\.\d+)+), but\s+this kernel module has the version (?P<kernel>\d+(?:\.\d+)+)\.')
+    r"API mismatch: the client (?:'(?P<name>[^']*)' )?(?:\(pid (?P<pid>\d+)\) )?has the version (?P<client>%s),? "
+    r"but this kernel module has the version (?P<kernel>%s)" % (_DRIVER_VERSION, _DRIVER_VERSION))
 
 
 def parse_api_mismatch(text):
-    """Find the kernel's 'NVRM: API mismatch' report: {'client', 'kernel'} of the last one, or None."""
-    joined = _nvrm_text(text)
+    """Find the kernel's 'NVRM: API mismatch' report, the last one, or None.
+
+    Returns {'client' (the client's, that is the user-space, version), 'kernel' (the kernel module's
+    version), 'client_name', 'client_pid'}; the name and pid are None where the report does not give them.
+    """
     found = None
-    for match in _API_MISMATCH_RE.finditer(joined):
-        found = {'client': match.group('client'), 'kernel': match.group('kernel')}
+    for match in _API_MISMATCH_RE.finditer(_nvrm_text(text)):
+        found = {
+            'client': match.group('client'),
+            'kernel': match.group('kernel'),
+            'client_name': match.group('name') or None,
+            'client_pid': int(match.group('pid')) if match.group('pid') else None,
+        }
     return found
 
 
+_PCI_ADDRESS = r'[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7]'
+# Older drivers, also at probe time: "The NVIDIA GPU 0000:b3:00.0 (PCI ID: 10de:26b5) installed in this system has fallen off the bus ..."
+# Newer drivers, with or without an Xid 79 line: "GPU 0000:91:00.0: GPU has fallen off the bus."
 _FALLEN_OFF_RE = re.compile(
-    r'The NVIDIA GPU (?P<pci>[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7])\s+\(PCI ID: [^)]*\)\s+installed in this system has\s+fallen off the bus')
+    r'The NVIDIA GPU (?P<probe>%s) \(PCI ID: [^)]*\) installed in this system has fallen off the bus'
+    r'|GPU (?P<runtime>%s): GPU has fallen off the bus' % (_PCI_ADDRESS, _PCI_ADDRESS))
 
 
 def parse_fallen_off_bus(text):
-    """PCI addresses of GPUs the kernel reported as 'fallen off the bus' (also without an Xid)."""
-    joined = _nvrm_text(text)
+    """PCI addresses (normalized, in log order) of the GPUs the kernel reported as 'fallen off the bus', Xid line or not."""
     found = []
-    for match in _FALLEN_OFF_RE.finditer(joined):
-        pci = normalize_pci(match.group('pci'))
+    for match in _FALLEN_OFF_RE.finditer(_nvrm_text(text)):
+        pci = normalize_pci(match.group('probe') or match.group('runtime'))
         if pci not in found:
             found.append(pci)
     return found

@@ -63,7 +63,9 @@ options:
       - Xid codes whose presence in the kernel log fails check C(critical_xids_absent). Other Xid codes only warn.
       - The default covers double-bit ECC (48), page retirement/row remapper failure (64), NVLink (74), GPU fallen off the
         bus (79), uncontained ECC (95) and GSP timeouts/errors (119, 120).
-      - A kernel report of a GPU that has fallen off the bus fails the check even without an Xid line.
+      - "A kernel report of a GPU that has fallen off the bus (C(NVRM: GPU 0000:91:00.0: GPU has fallen off the bus.), or the older
+        C(The NVIDIA GPU ... installed in this system has fallen off the bus)) fails the check as Xid 79, even without an Xid line
+        and even when 79 is not listed."
     type: list
     elements: int
     default: [48, 64, 74, 79, 95, 119, 120]
@@ -285,8 +287,11 @@ nvidia_gpu:
         error_class:
           description:
             - Classified failure, null when ok.
-            - One of C(not_found), C(cannot_communicate), C(driver_library_mismatch), C(no_devices), C(gpu_lost), C(unknown_error),
-              C(insufficient_permissions), C(nvml_not_found), C(nvml_init_failed), C(timeout), C(malformed_output), C(failed).
+            - One of C(not_found), C(cannot_communicate), C(driver_library_mismatch), C(no_devices), C(gpu_lost), C(gpu_handle_lost),
+              C(unknown_error), C(insufficient_permissions), C(nvml_not_found), C(nvml_init_failed), C(timeout), C(malformed_output),
+              C(failed).
+            - "C(gpu_handle_lost) is nvidia-smi seeing a GPU it cannot open (C(Unable to determine the device handle for GPU0000:91:00.0: Unknown Error)),
+              the usual sign of a GPU lost from the bus; C(gpu_lost) is the same line with C(GPU is lost)."
           type: str
           sample: cannot_communicate
         error_message:
@@ -360,10 +365,30 @@ nvidia_gpu:
           description: Why it could not be read.
           type: str
         api_mismatch:
-          description: Last "NVRM API mismatch" report (C(client), C(kernel) versions), null when none.
+          description: Last "NVRM API mismatch" report, null when none.
           type: dict
+          contains:
+            client:
+              description: Version of the client, that is of the user-space driver.
+              type: str
+              sample: 570.148.08
+            kernel:
+              description: Version of the loaded kernel module.
+              type: str
+              sample: 570.148.06
+            client_name:
+              description: Name of the client process, as newer drivers report it; null when not reported.
+              type: str
+              sample: nvidia-smi
+            client_pid:
+              description: Process id of the client, as newer drivers report it; null when not reported.
+              type: int
+              sample: 1234
         fallen_off_bus:
-          description: PCI addresses the kernel reported as fallen off the bus.
+          description:
+            - PCI addresses (normalized, C(0000:91:00)) of the GPUs the kernel reported as fallen off the bus, with or without an
+              Xid 79 line.
+            - Check C(critical_xids_absent) counts each as an Xid 79.
           type: list
           elements: str
     xid_events:

@@ -1,4 +1,5 @@
-"""Parsers of plugins/module_utils/_nvidia_parsers.py on the recorded real outputs in tests/fixtures/nvidia."""
+"""Parsers of plugins/module_utils/_nvidia_parsers.py on the recorded real outputs in tests/fixtures/nvidia,
+and on the hand-written synthetic texts of tests/fixtures/nvidia/synthetic for forms no capture exists of."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -8,9 +9,11 @@ import pytest
 from ansible_collections.gpufleet.node.plugins.module_utils import _nvidia_parsers as p
 
 FIXTURES = Path(__file__).resolve().parents[3] / "fixtures" / "nvidia"
+SYNTHETIC = FIXTURES / "synthetic"
 
 
 def fixture(name: str) -> str:
+    """A fixture's text; names starting with 'synthetic/' are the hand-written texts."""
     return (FIXTURES / name).read_text(encoding="utf-8")
 
 
@@ -20,6 +23,16 @@ def test_every_fixture_has_provenance():
     assert len(files) >= 40
     for name in files:
         assert f"`{name}`" in sources, name
+    assert "synthetic/README.md" in sources
+
+
+def test_every_synthetic_fixture_is_described_and_apart_from_the_captures():
+    readme = (SYNTHETIC / "README.md").read_text(encoding="utf-8")
+    files = sorted(path.name for path in SYNTHETIC.glob("*.txt"))
+    assert len(files) >= 5
+    for name in files:
+        assert f"`{name}`" in readme, name
+        assert not (FIXTURES / name).exists(), name
 
 
 # ----------------------------------------------------------------------------- --query-gpu
@@ -174,8 +187,9 @@ def test_smi_list_malformed(text, message):
         ("error_nvml-driver-library-mismatch_with-nvml-version_570.124.txt", 18, "driver_library_mismatch", None, "570.124"),
         ("error_nvml-unknown-error_container-lost-devices.txt", 255, "unknown_error", None, None),
         ("error_gpu-is-lost_reboot-to-recover.txt", 15, "gpu_lost", "0000:03:00.0", None),
-        ("error_unable-to-determine-device-handle_new-format-no-space.txt", 255, "unknown_error", "0000:07:00.0", None),
-        ("error_unable-to-determine-device-handle_old-format-with-space.txt", 255, "unknown_error", "0000:0B:00.0", None),
+        ("error_unable-to-determine-device-handle_new-format-no-space.txt", 255, "gpu_handle_lost", "0000:07:00.0", None),
+        ("error_unable-to-determine-device-handle_old-format-with-space.txt", 255, "gpu_handle_lost", "0000:0B:00.0", None),
+        ("synthetic/error_unable-to-determine-device-handle_unknown-error.txt", 255, "gpu_handle_lost", "0000:91:00.0", None),
         ("mig-lci_error_insufficient-permissions.txt", 4, "insufficient_permissions", None, None),
     ],
 )
@@ -201,6 +215,19 @@ def test_classify_unknown_failure_and_empty():
     assert p.classify_smi_output("", 3) == {"error_class": "failed", "message": "nvidia-smi exited with status 3 and printed nothing",
                                             "pci_bus_id": None, "nvml_version": None}
     assert p.classify_smi_output("Segmentation fault", 139)["message"] == "Segmentation fault"
+
+
+@pytest.mark.parametrize("reason, error_class", [
+    ("Unknown Error", "gpu_handle_lost"),
+    ("GPU requires reset", "gpu_handle_lost"),
+    ("GPU is lost.  Reboot the system to recover this GPU", "gpu_lost"),
+    ("Insufficient Permissions", "insufficient_permissions"),
+])
+def test_device_handle_error_classes(reason, error_class):
+    line = "Unable to determine the device handle for GPU0000:91:00.0: " + reason
+    assert p.classify_smi_output(GOOD_ROW + "\n" + line, 255)["error_class"] == error_class
+    # "Unknown Error" without a device handle line stays the container's lost-cgroup case
+    assert p.classify_smi_output(fixture("error_nvml-unknown-error_container-lost-devices.txt"), 255)["error_class"] == "unknown_error"
 
 
 def test_device_handle_errors_next_to_rows():
@@ -359,6 +386,9 @@ def test_secure_boot_malformed(data, message):
         ("xid_43_injected_grace-pci-domain-0009_dmesg.txt", [43], "0009:01:00", {"process": "trigger_xid", "message": "channel 0x0b00000a"}),
         ("xid_48_64_dbe-page-retirement_syslog.txt", [48, 64], "0000:07:00",
          {"pid": None, "timestamp": "Dec  2 11:38:47 worker4 kernel: [  219.470994]"}),
+        ("synthetic/syslog_gpu-fallen-off-bus_with-xid-79.txt", [79], "0000:91:00",
+         {"pid": None, "process": None, "message": "GPU has fallen off the bus.",
+          "timestamp": "Jan  2 03:04:05 gpu-node-07 kernel: [ 4711.081522]"}),
     ],
 )
 def test_xid_events(name, codes, pci, first):
@@ -375,6 +405,9 @@ def test_xid_events(name, codes, pci, first):
     "dmesg_no-nvidia-adapter-probed_nouveau-conflict_3-GPU.txt",
     "syslog_no-devices-found_rminitadapter-failed_RTX5090.txt",
     "lsmod-grep-nvidia_empty_module-not-loaded.txt",
+    "synthetic/dmesg-T_gpu-fallen-off-bus_no-xid.txt",
+    "synthetic/journal_gpu-fallen-off-bus_no-xid.txt",
+    "synthetic/journal_api-mismatch_client-named_no-prefix-continuations.txt",
 ])
 def test_no_xid_events(name):
     assert p.parse_xid_events(fixture(name)) == []
@@ -387,23 +420,151 @@ def test_xid_in_kmsg_records():
     assert [(event["code"], event["pci"], event["timestamp"]) for event in events] == [(43, "0009:01:00", None)]
 
 
-@pytest.mark.parametrize("name, client, kernel", [
-    ("dmesg-grep-NVRM_api-mismatch_570.148.08-vs-570.148.06.txt", "570.148.08", "570.148.06"),
-    ("dmesg_api-mismatch_570.153.02-vs-570.144_with-rminitadapter-failed.txt", "570.153.02", "570.144"),
-    ("syslog_api-mismatch_rsyslog-escaped_535.54.03-vs-530.30.02.txt", "535.54.03", "530.30.02"),
+@pytest.mark.parametrize("name, client, kernel, client_name, client_pid", [
+    ("dmesg-grep-NVRM_api-mismatch_570.148.08-vs-570.148.06.txt", "570.148.08", "570.148.06", None, None),
+    ("dmesg_api-mismatch_570.153.02-vs-570.144_with-rminitadapter-failed.txt", "570.153.02", "570.144", None, None),
+    ("syslog_api-mismatch_rsyslog-escaped_535.54.03-vs-530.30.02.txt", "535.54.03", "530.30.02", None, None),
+    ("synthetic/dmesg_api-mismatch_client-named_570.148.08-vs-570.148.06.txt", "570.148.08", "570.148.06", "nvidia-smi", 1234),
+    ("synthetic/dmesg-T_api-mismatch_client-named_no-prefix-continuations.txt", "575.57.08", "570.158.01", "dcgm-exporter", 2718),
+    ("synthetic/journal_api-mismatch_client-named_no-prefix-continuations.txt", "580.65.06", "575.57.08", "nvidia-smi", 4242),
+    ("synthetic/syslog_api-mismatch_client-named_rsyslog-escaped.txt", "550.163.01", "550.144.03", "nv-hostengine", 31337),
 ])
-def test_api_mismatch(name, client, kernel):
-    assert p.parse_api_mismatch(fixture(name)) == {"client": client, "kernel": kernel}
+def test_api_mismatch(name, client, kernel, client_name, client_pid):
+    # client: the version of the client (user space); kernel: the loaded kernel module's
+    assert p.parse_api_mismatch(fixture(name)) == {"client": client, "kernel": kernel, "client_name": client_name, "client_pid": client_pid}
 
 
-@pytest.mark.parametrize("name", ["xid_48_64_dbe-page-retirement_syslog.txt", "dmesg_no-nvidia-adapter-probed_nouveau-conflict_3-GPU.txt", ""])
+@pytest.mark.parametrize("name", ["xid_48_64_dbe-page-retirement_syslog.txt", "dmesg_no-nvidia-adapter-probed_nouveau-conflict_3-GPU.txt",
+                                  "synthetic/syslog_gpu-fallen-off-bus_with-xid-79.txt", ""])
 def test_no_api_mismatch(name):
     assert p.parse_api_mismatch(fixture(name) if name else "") is None
 
 
-def test_fallen_off_bus_without_xid():
-    assert p.parse_fallen_off_bus(fixture("dmesg_gpu-fallen-off-bus_multiline-no-xid_open-kmod-570.158.01.txt")) == ["0000:b3:00"]
-    assert p.parse_fallen_off_bus(fixture("xid_48_64_dbe-page-retirement_syslog.txt")) == []
+@pytest.mark.parametrize("name, addresses", [
+    ("dmesg_gpu-fallen-off-bus_multiline-no-xid_open-kmod-570.158.01.txt", ["0000:b3:00"]),
+    ("synthetic/dmesg-T_gpu-fallen-off-bus_no-xid.txt", ["0000:91:00"]),
+    ("synthetic/journal_gpu-fallen-off-bus_no-xid.txt", ["0000:91:00"]),
+    ("synthetic/syslog_gpu-fallen-off-bus_with-xid-79.txt", ["0000:91:00"]),
+    ("xid_48_64_dbe-page-retirement_syslog.txt", []),
+    ("xid_119_gsp-rpc-timeout_dmesg-ctime.txt", []),
+    ("synthetic/dmesg_api-mismatch_client-named_570.148.08-vs-570.148.06.txt", []),
+])
+def test_fallen_off_bus(name, addresses):
+    assert p.parse_fallen_off_bus(fixture(name)) == addresses
+
+
+# ----------------------------------------------------------------------------- kernel log formats
+# The message lines of one kernel record (from a real capture or a synthetic text) rendered in every log
+# format the module may be given, between messages of another subsystem: a multi-line report must be read
+# whatever the format, its continued lines with or without 'NVRM:'.
+
+def _message_lines(name, count):
+    """The first count message lines of a dmesg fixture, without the timestamp or indentation."""
+    return ["NVRM:" + line.split("NVRM:", 1)[1] for line in fixture(name).splitlines()[:count]]
+
+
+OLD_MISMATCH = _message_lines("dmesg_api-mismatch_570.153.02-vs-570.144_with-rminitadapter-failed.txt", 4)
+NEW_MISMATCH = _message_lines("synthetic/dmesg_api-mismatch_client-named_570.148.08-vs-570.148.06.txt", 6)[1:]
+OLD_FALLEN_OFF = _message_lines("dmesg_gpu-fallen-off-bus_multiline-no-xid_open-kmod-570.158.01.txt", 3)
+NEW_FALLEN_OFF = _message_lines("synthetic/dmesg-T_gpu-fallen-off-bus_no-xid.txt", 1)
+UNRELATED = "nvidia-uvm: Loaded the UVM driver, major device number 510."
+
+
+def _without_nvrm(lines):
+    """The record's continued lines without their 'NVRM:' prefix (some log formats and drivers)."""
+    return lines[:1] + [line.split("NVRM:", 1)[1].strip() for line in lines[1:]]
+
+
+DMESG, DMESG_T = "[ 4711.081516] ", "[Thu Jan  2 03:04:05 2025] "
+JOURNAL, SYSLOG = "Jan 02 03:04:05 gpu-node-07 kernel: ", "Jan  2 03:04:05 gpu-node-07 kernel: [ 4711.081516] "
+KMSG = "3,1024,4711081516,-;"
+RSYSLOG_NEWLINE, KMSG_NEWLINE = "#012#011", "\\x0a"
+# log format: (prefix of a record's first line, prefix of its continued lines or the escape that joins them
+# into one line, prefix of the other subsystem's messages around it)
+LOG_FORMATS = {
+    "dmesg": (DMESG, " " * len(DMESG), "[ 4711.081600] "),
+    "dmesg -T": (DMESG_T, " " * len(DMESG_T), "[Thu Jan  2 03:04:06 2025] "),
+    "dmesg, indentation lost": (DMESG, "", "[ 4711.081600] "),
+    "dmesg, timestamp on every line": (DMESG, DMESG, "[ 4711.081600] "),
+    "no timestamps (dmesg -t, journalctl -o cat)": ("", "", ""),
+    "journal, prefix on every line": (JOURNAL, JOURNAL, "Jan 02 03:04:06 gpu-node-07 kernel: "),
+    "journal, continued lines indented": (JOURNAL, " " * len(JOURNAL), "Jan 02 03:04:06 gpu-node-07 kernel: "),
+    "syslog, prefix on every line": (SYSLOG, SYSLOG, "Jan  2 03:04:06 gpu-node-07 kernel: [ 4711.081600] "),
+    "rsyslog escapes": (SYSLOG, RSYSLOG_NEWLINE, "Jan  2 03:04:06 gpu-node-07 kernel: [ 4711.081600] "),
+    "/dev/kmsg records": (KMSG, KMSG_NEWLINE, "6,1025,4711081600,-;"),
+}
+
+
+def _record(lines, prefix, continued):
+    """One kernel record (its message lines) as a log format prints it."""
+    if continued == RSYSLOG_NEWLINE:
+        return prefix + continued.join(lines) + "\n"
+    if continued == KMSG_NEWLINE:
+        return prefix + continued.join(lines) + "\n SUBSYSTEM=pci\n DEVICE=+pci:0000:91:00.0\n"
+    return "".join((prefix if number == 0 else continued) + line + "\n" for number, line in enumerate(lines))
+
+
+def render(lines, log_format):
+    """The record between two messages of another subsystem, as log_format prints them."""
+    prefix, continued, other = LOG_FORMATS[log_format]
+    unrelated = _record([UNRELATED], other, continued)
+    return unrelated + _record(lines, prefix, continued) + unrelated
+
+
+@pytest.mark.parametrize("log_format", sorted(LOG_FORMATS))
+@pytest.mark.parametrize("lines, expected", [
+    (OLD_MISMATCH, {"client": "570.153.02", "kernel": "570.144", "client_name": None, "client_pid": None}),
+    (_without_nvrm(OLD_MISMATCH), {"client": "570.153.02", "kernel": "570.144", "client_name": None, "client_pid": None}),
+    (NEW_MISMATCH, {"client": "570.148.08", "kernel": "570.148.06", "client_name": "nvidia-smi", "client_pid": 1234}),
+    (_without_nvrm(NEW_MISMATCH), {"client": "570.148.08", "kernel": "570.148.06", "client_name": "nvidia-smi", "client_pid": 1234}),
+], ids=["old", "old-no-prefix", "client-named", "client-named-no-prefix"])
+def test_api_mismatch_in_every_log_format(lines, expected, log_format):
+    assert p.parse_api_mismatch(render(lines, log_format)) == expected
+
+
+@pytest.mark.parametrize("log_format", sorted(LOG_FORMATS))
+@pytest.mark.parametrize("lines, expected", [
+    (OLD_FALLEN_OFF, ["0000:b3:00"]),
+    (_without_nvrm(OLD_FALLEN_OFF), ["0000:b3:00"]),
+    (NEW_FALLEN_OFF, ["0000:91:00"]),
+], ids=["probe-time", "probe-time-no-prefix", "gpu-line"])
+def test_fallen_off_bus_in_every_log_format(lines, expected, log_format):
+    assert p.parse_fallen_off_bus(render(lines, log_format)) == expected
+
+
+@pytest.mark.parametrize("log_format", [name for name in sorted(LOG_FORMATS) if LOG_FORMATS[name][0] != KMSG and LOG_FORMATS[name][2]])
+def test_a_report_cut_by_other_messages_is_not_read(log_format):
+    """Messages of another subsystem between two halves of a report: the halves are not read as one report."""
+    cut = render(OLD_MISMATCH[:1], log_format) + render(_without_nvrm(OLD_MISMATCH)[1:], log_format)
+    assert p.parse_api_mismatch(cut) is None
+
+
+# Without log prefixes a line without 'NVRM:' after a report can only be taken as its continuation.
+PREFIXED_FORMATS = [name for name in sorted(LOG_FORMATS) if LOG_FORMATS[name][2]]
+
+
+@pytest.mark.parametrize("log_format", PREFIXED_FORMATS)
+def test_a_report_interleaved_with_another_message_is_read(log_format):
+    """A message of another subsystem between the lines of a report (each line with 'NVRM:') is left out."""
+    prefix, continued, other = LOG_FORMATS[log_format]
+    text = _record(OLD_MISMATCH[:1], prefix, continued) + _record([UNRELATED], other, continued) + _record(OLD_MISMATCH[1:], prefix, continued)
+    assert p.parse_api_mismatch(text) == {"client": "570.153.02", "kernel": "570.144", "client_name": None, "client_pid": None}
+
+
+@pytest.mark.parametrize("log_format", PREFIXED_FORMATS)
+def test_a_message_with_its_own_log_prefix_is_not_a_continuation(log_format):
+    """The second half of a report as a message of its own (another record, another time): not read as continued."""
+    prefix, continued, other = LOG_FORMATS[log_format]
+    halves = _record(OLD_MISMATCH[:1], prefix, continued) + _record(_without_nvrm(OLD_MISMATCH)[1:], other, continued)
+    assert p.parse_api_mismatch(halves) is None
+
+
+@pytest.mark.parametrize("log_format", sorted(LOG_FORMATS))
+def test_xid_line_in_every_log_format(log_format):
+    line = fixture("synthetic/syslog_gpu-fallen-off-bus_with-xid-79.txt").splitlines()[2].split("] ", 1)[1]
+    timestamp = None if log_format == "/dev/kmsg records" else LOG_FORMATS[log_format][0].strip() or None
+    events = p.parse_xid_events(render([line], log_format))
+    assert [(event["code"], event["pci"], event["timestamp"]) for event in events] == [(79, "0000:91:00", timestamp)]
 
 
 @pytest.mark.parametrize("address, normalized", [

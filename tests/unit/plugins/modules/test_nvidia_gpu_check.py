@@ -2,7 +2,8 @@
 
 The host files come from the simulated GPU host trees of lab/gpusim (real character devices,
 so these tests run as root); nvidia-smi's answers are mocked: recorded real outputs from
-tests/fixtures/nvidia, or the query rendered from the profile where no capture of the module's
+tests/fixtures/nvidia (or, for forms no capture exists of, the hand-written texts of its
+synthetic/ directory), or the query rendered from the profile where no capture of the module's
 exact query exists.
 """
 from __future__ import annotations
@@ -18,6 +19,7 @@ from ansible.module_utils import basic
 from ansible.module_utils.testing import patch_module_args
 
 from ansible_collections.gpufleet.node.plugins.module_utils import _nvidia_health as health
+from ansible_collections.gpufleet.node.plugins.module_utils import _nvidia_parsers as parsers
 from ansible_collections.gpufleet.node.plugins.module_utils._nvidia_parsers import QUERY_GPU_FIELDS
 from ansible_collections.gpufleet.node.plugins.modules import nvidia_gpu_check
 
@@ -237,7 +239,8 @@ def test_char_symlinks_missing_warn(tmp_path, smi):
         ("error_nvml-driver-library-mismatch_with-nvml-version_570.124.txt", 18, "driver_library_mismatch"),
         ("error_nvml-unknown-error_container-lost-devices.txt", 255, "unknown_error"),
         ("error_gpu-is-lost_reboot-to-recover.txt", 15, "gpu_lost"),
-        ("error_unable-to-determine-device-handle_new-format-no-space.txt", 255, "unknown_error"),
+        ("error_unable-to-determine-device-handle_new-format-no-space.txt", 255, "gpu_handle_lost"),
+        ("synthetic/error_unable-to-determine-device-handle_unknown-error.txt", 255, "gpu_handle_lost"),
     ],
 )
 def test_nvidia_smi_failures_are_classified(tmp_path, smi, name, rc, error_class):
@@ -264,6 +267,33 @@ def test_one_lost_gpu_among_listed_ones(tmp_path, smi):
     assert check(result, "gpu_count_expected")["message"] == "expected 8 GPU(s), nvidia-smi lists 7"
 
 
+LOST_GPU_ACTIONS = ("drain the node", "`nvidia-smi -r -i <pci>`", "reboot", "`lspci -vvv -s <pci>`", "fallen off")
+
+
+def assert_lost_gpu_remedy(remedy, pci):
+    for action in LOST_GPU_ACTIONS:
+        assert action.replace("<pci>", pci) in remedy, action
+
+
+def test_gpu_that_nvidia_smi_cannot_open(tmp_path, smi):
+    root = build_profile("h100x8", tmp_path / "sim")
+    (root / "dev" / "kmsg").write_text(fixture_text("synthetic/journal_gpu-fallen-off-bus_no-xid.txt"))
+    rows = rendered_query("h100x8").splitlines()
+    output = "\n".join(rows[:7]) + "\n" + fixture_text("synthetic/error_unable-to-determine-device-handle_unknown-error.txt")
+    result = run(base_args(root, smi, expected_gpu_count=8), FakeCommands({tuple(QUERY_ARGS): (255, output, "")}))
+    facts = result["nvidia_gpu"]
+    assert facts["nvidia_smi"]["error_class"] == "gpu_handle_lost"
+    assert facts["nvidia_smi"]["gpu_errors"] == [{"pci_bus_id": "0000:91:00.0", "reason": "Unknown Error",
+                                                  "line": "Unable to determine the device handle for GPU0000:91:00.0: Unknown Error"}]
+    assert facts["gpu_count"] == 7
+    assert result["failed_checks"] == ["nvidia_smi_runs", "gpu_count_expected", "critical_xids_absent"]
+    smi_check = check(result, "nvidia_smi_runs")
+    assert smi_check["message"].startswith("nvidia-smi failed (gpu_handle_lost, rc 255): Unable to determine the device handle")
+    assert_lost_gpu_remedy(smi_check["remedy"], "0000:91:00.0")
+    assert "Xid 79" in smi_check["remedy"]
+    assert "Xid 79 GPU has fallen off the bus on 0000:91:00" in check(result, "critical_xids_absent")["message"]
+
+
 def test_version_mismatch_host(tmp_path, smi):
     root = build_profile("rtx8000x10-version-mismatch", tmp_path / "sim")
     answers = {tuple(QUERY_ARGS): (18, fixture_text("error_nvml-driver-library-mismatch_legacy_10xQuadro-RTX-8000_470.txt"), "")}
@@ -273,10 +303,34 @@ def test_version_mismatch_host(tmp_path, smi):
     assert "kernel module 470.103.01 vs library 470.63.01" in versions["message"]
     assert versions["remedy"].startswith("reboot or reload the driver modules: kernel module 470.103.01 vs library 470.63.01")
     assert result["nvidia_gpu"]["driver"]["userspace_version_source"] == "libnvidia-ml"
-    assert result["nvidia_gpu"]["kernel_log"]["api_mismatch"] == {"client": "470.63.01", "kernel": "470.103.01"}
+    assert result["nvidia_gpu"]["kernel_log"]["api_mismatch"] == {"client": "470.63.01", "kernel": "470.103.01",
+                                                                 "client_name": None, "client_pid": None}
+    assert "kernel log: client 470.63.01, kernel module 470.103.01" in versions["message"]
     assert check(result, "driver_version_expected")["message"] == "expected driver 470.63.01: kernel module is 470.103.01"
     # /dev/nvidiaN nodes are still checked from what exists when nvidia-smi cannot count
     assert len([name for name in result["nvidia_gpu"]["device_nodes"] if name[6:].isdigit()]) == 10
+
+
+@pytest.mark.parametrize("log, mismatch, quoted", [
+    ("synthetic/journal_api-mismatch_client-named_no-prefix-continuations.txt",
+     {"client": "580.65.06", "kernel": "575.57.08", "client_name": "nvidia-smi", "client_pid": 4242},
+     "kernel log: client 'nvidia-smi' (pid 4242) 580.65.06, kernel module 575.57.08"),
+    ("synthetic/syslog_api-mismatch_client-named_rsyslog-escaped.txt",
+     {"client": "550.163.01", "kernel": "550.144.03", "client_name": "nv-hostengine", "client_pid": 31337},
+     "kernel log: client 'nv-hostengine' (pid 31337) 550.163.01, kernel module 550.144.03"),
+    ("dmesg-grep-NVRM_api-mismatch_570.148.08-vs-570.148.06.txt",
+     {"client": "570.148.08", "kernel": "570.148.06", "client_name": None, "client_pid": None},
+     "kernel log: client 570.148.08, kernel module 570.148.06"),
+])
+def test_api_mismatch_report_of_the_kernel_log_is_quoted(tmp_path, smi, log, mismatch, quoted):
+    root = build_profile("rtx8000x10-version-mismatch", tmp_path / "sim")
+    (root / "dev" / "kmsg").write_text(fixture_text(log))
+    answers = {tuple(QUERY_ARGS): (18, fixture_text("error_nvml-driver-library-mismatch_legacy_10xQuadro-RTX-8000_470.txt"), "")}
+    result = run(base_args(root, smi), FakeCommands(answers))
+    assert result["nvidia_gpu"]["kernel_log"]["api_mismatch"] == mismatch
+    versions = check(result, "driver_versions_match")
+    assert versions["status"] == "fail"
+    assert quoted in versions["message"]
 
 
 def test_versions_differ_without_nvidia_smi_error(tmp_path, smi):
@@ -352,7 +406,7 @@ def test_mig_mode_not_supported(tmp_path, smi):
 @pytest.mark.parametrize("log, critical, status, text", [
     ("xid_48_64_dbe-page-retirement_syslog.txt", None, "fail", "Xid 48 double-bit (uncorrectable) ECC error on 0000:07:00"),
     ("xid_119_gsp-rpc-timeout_dmesg-ctime.txt", None, "fail", "Xid 119 GSP RPC timeout on 0000:9b:00"),
-    ("dmesg_gpu-fallen-off-bus_multiline-no-xid_open-kmod-570.158.01.txt", None, "fail", "fallen off the bus: 0000:b3:00"),
+    ("dmesg_gpu-fallen-off-bus_multiline-no-xid_open-kmod-570.158.01.txt", None, "fail", "Xid 79 GPU has fallen off the bus on 0000:b3:00"),
     ("xid_13_109_sm-exception-ctx-switch-timeout_dmesg-ctime.txt", None, "warn", "Xid 13 (graphics engine exception"),
     ("xid_13_109_sm-exception-ctx-switch-timeout_dmesg-ctime.txt", [13], "fail", "Xid 13 graphics engine exception"),
     ("xid_48_64_dbe-page-retirement_syslog.txt", [79], "warn", "Xid 48 (double-bit"),
@@ -366,6 +420,52 @@ def test_xid_events(tmp_path, smi, log, critical, status, text):
     xids = check(result, "critical_xids_absent")
     assert (xids["status"], xids["layer"]) == (status, "gpu")
     assert text in xids["message"]
+
+
+@pytest.mark.parametrize("critical", [None, [48]], ids=["default-critical-xids", "79-not-critical"])
+@pytest.mark.parametrize("log, pci, without_xid_line", [
+    ("dmesg_gpu-fallen-off-bus_multiline-no-xid_open-kmod-570.158.01.txt", "0000:b3:00", True),
+    ("synthetic/dmesg-T_gpu-fallen-off-bus_no-xid.txt", "0000:91:00", True),
+    ("synthetic/journal_gpu-fallen-off-bus_no-xid.txt", "0000:91:00", True),
+    ("synthetic/syslog_gpu-fallen-off-bus_with-xid-79.txt", "0000:91:00", False),
+])
+def test_gpu_fallen_off_the_bus_fails_like_xid_79(tmp_path, smi, log, pci, without_xid_line, critical):
+    root = build_profile("h100x8", tmp_path / "sim")
+    (root / "dev" / "kmsg").write_text(fixture_text(log))
+    options = {"critical_xids": critical} if critical is not None else {}
+    result = run(base_args(root, smi, **options), FakeCommands(healthy_answers("h100x8")))
+    assert result["nvidia_gpu"]["kernel_log"]["fallen_off_bus"] == [pci]
+    assert result["failed_checks"] == ["critical_xids_absent"]
+    xids = check(result, "critical_xids_absent")
+    assert "Xid 79 GPU has fallen off the bus on %s" % pci in xids["message"]
+    assert ("(%s: kernel report without an Xid line)" % pci in xids["message"]) is without_xid_line
+    assert xids["remedy"].startswith("GPU(s) %s fell off the bus: " % pci)
+    assert_lost_gpu_remedy(xids["remedy"], "<pci>")
+    assert "PAGE_RETIREMENT" not in xids["remedy"]
+
+
+def test_multi_line_report_read_from_kmsg_records(tmp_path, smi):
+    """/dev/kmsg, the module's first kernel log, escapes a record's newlines as \\x0a."""
+    root = build_profile("h100x8", tmp_path / "sim")
+    capture = fixture_text("dmesg_gpu-fallen-off-bus_multiline-no-xid_open-kmod-570.158.01.txt").splitlines()[:3]
+    record = "\\x0a".join("NVRM:" + line.split("NVRM:", 1)[1] for line in capture)
+    (root / "dev" / "kmsg").write_text("3,812,1843308145,-;%s\n SUBSYSTEM=pci\n DEVICE=+pci:0000:b3:00.0\n" % record)
+    result = run(base_args(root, smi), FakeCommands(healthy_answers("h100x8")))
+    assert result["nvidia_gpu"]["kernel_log"]["fallen_off_bus"] == ["0000:b3:00"]
+    assert "Xid 79 GPU has fallen off the bus on 0000:b3:00" in check(result, "critical_xids_absent")["message"]
+
+
+def test_fallen_off_bus_next_to_an_ecc_error_gets_both_remedies(tmp_path, smi):
+    root = build_profile("h100x8", tmp_path / "sim")
+    (root / "dev" / "kmsg").write_text(fixture_text("xid_48_64_dbe-page-retirement_syslog.txt")
+                                       + fixture_text("synthetic/syslog_gpu-fallen-off-bus_with-xid-79.txt"))
+    result = run(base_args(root, smi), FakeCommands(healthy_answers("h100x8")))
+    xids = check(result, "critical_xids_absent")
+    assert "Xid 48 double-bit (uncorrectable) ECC error on 0000:07:00" in xids["message"]
+    assert "Xid 79 GPU has fallen off the bus on 0000:91:00" in xids["message"]
+    assert "without an Xid line" not in xids["message"]
+    assert_lost_gpu_remedy(xids["remedy"], "<pci>")
+    assert "PAGE_RETIREMENT,ROW_REMAPPER" in xids["remedy"]
 
 
 def test_xid_event_mapped_to_gpu_index(tmp_path, smi):
@@ -569,7 +669,15 @@ def test_documentation_lists_every_option_and_check():
         assert check_id in " ".join(doc["description"])
     assert doc["options"]["critical_xids"]["default"] == health.DEFAULT_CRITICAL_XIDS
     assert 48 in health.DEFAULT_CRITICAL_XIDS and 79 in health.DEFAULT_CRITICAL_XIDS
-    json.dumps(yaml.safe_load(nvidia_gpu_check.RETURN))
+    returned = yaml.safe_load(nvidia_gpu_check.RETURN)
+    json.dumps(returned)
+    facts = returned["nvidia_gpu"]["contains"]
+    classes = set(name for name, dummy in parsers._SMI_ERROR_PATTERNS)
+    assert classes <= set(health._SMI_REMEDIES)
+    documented = " ".join(facts["nvidia_smi"]["contains"]["error_class"]["description"])
+    for error_class in health._SMI_REMEDIES:
+        assert "C(%s)" % error_class in documented, error_class
+    assert set(facts["kernel_log"]["contains"]["api_mismatch"]["contains"]) == {"client", "kernel", "client_name", "client_pid"}
 
 
 def test_zz_every_check_id_was_made_to_fail_above():
