@@ -20,7 +20,6 @@ REPO = Path(__file__).resolve().parents[2]
 EE_FILES = ("execution-environment.yml", "requirements.txt", "bindep.txt")
 
 
-
 def _requirement_lines(name: str) -> list[str]:
     lines = (REPO / name).read_text(encoding="utf-8").splitlines()
     return [line.strip() for line in lines if line.strip() and not line.lstrip().startswith("#")]

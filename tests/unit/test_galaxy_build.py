@@ -37,7 +37,6 @@ SHIPPED = (
 IGNORED_IN_COPY = shutil.ignore_patterns(".git", ".venv", ".build", "__pycache__", ".pytest_cache", "reports", "context")
 
 
-
 @pytest.fixture(scope="module")
 def used_checkout(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A copy of the checkout with what runs leave behind."""

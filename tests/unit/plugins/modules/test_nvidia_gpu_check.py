@@ -303,8 +303,8 @@ def test_version_mismatch_host(tmp_path, smi):
     assert "kernel module 470.103.01 vs library 470.63.01" in versions["message"]
     assert versions["remedy"].startswith("reboot or reload the driver modules: kernel module 470.103.01 vs library 470.63.01")
     assert result["nvidia_gpu"]["driver"]["userspace_version_source"] == "libnvidia-ml"
-    assert result["nvidia_gpu"]["kernel_log"]["api_mismatch"] == {"client": "470.63.01", "kernel": "470.103.01",
-                                                                 "client_name": None, "client_pid": None}
+    assert result["nvidia_gpu"]["kernel_log"]["api_mismatch"] == {
+        "client": "470.63.01", "kernel": "470.103.01", "client_name": None, "client_pid": None}
     assert "kernel log: client 470.63.01, kernel module 470.103.01" in versions["message"]
     assert check(result, "driver_version_expected")["message"] == "expected driver 470.63.01: kernel module is 470.103.01"
     # /dev/nvidiaN nodes are still checked from what exists when nvidia-smi cannot count
