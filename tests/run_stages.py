@@ -11,8 +11,9 @@ then run in lanes at once, each lane's stages one after the other:
   their usual duration.
 
 A stage's output goes to ``.build/test-logs/<stage>.log`` and is printed whole when the stage ends. After a
-failure no new stage starts; the stages already running finish. The last line counts the stages:
-"stages: N passed, N failed".
+failure no new stage starts; the stages already running finish. After the table come the last lines of each
+failed stage's log (the whole log is printed earlier, where it may be far from the end), and the last line
+counts the stages: "stages: N passed, N failed".
 """
 from __future__ import annotations
 
@@ -82,6 +83,10 @@ def lanes() -> dict[str, tuple[list[str], dict[str, str]]]:
     return plan
 
 
+def log_of(stage: str) -> Path:
+    return LOGS / (stage.replace(" ", "-") + ".log")
+
+
 class Runner:
     def __init__(self) -> None:
         self.results: list[tuple[str, float, bool]] = []
@@ -90,7 +95,7 @@ class Runner:
 
     def run_stage(self, stage: str, env: dict[str, str] | None = None, lane: str = "") -> bool:
         LOGS.mkdir(parents=True, exist_ok=True)
-        log_path = LOGS / (stage.replace(" ", "-") + ".log")
+        log_path = log_of(stage)
         started = time.monotonic()
         with log_path.open("w", encoding="utf-8") as log:
             ok = subprocess.run(argv_of(stage), cwd=REPO, stdout=log, stderr=subprocess.STDOUT, check=False,
@@ -122,6 +127,12 @@ def table(results: list[tuple[str, float, bool]], skipped: list[str], total: flo
     return "\n".join(lines)
 
 
+def failure_tail(stage: str, lines: int = 80) -> str:
+    log_path = log_of(stage)
+    tail = log_path.read_text(encoding="utf-8", errors="replace").splitlines()[-lines:]
+    return "\n".join([f"\n--- stage {stage} FAILED; the last {len(tail)} lines of {log_path.relative_to(REPO)}:", *tail])
+
+
 def main() -> int:
     runner, started = Runner(), time.monotonic()
     plan = lanes()
@@ -139,6 +150,9 @@ def main() -> int:
     skipped = [s for s in BUILD_STAGES + [s for stages, _env in plan.values() for s in stages] if s not in ran]
     failed = sum(1 for _name, _seconds, ok in runner.results if not ok)
     print(table(runner.results, skipped, time.monotonic() - started))
+    for name, _seconds, ok in runner.results:
+        if not ok:
+            print(failure_tail(name))
     print(f"stages: {len(runner.results) - failed} passed, {failed} failed")
     return 1 if failed else 0
 

@@ -28,6 +28,36 @@ def tool(name: str) -> str:
     return shutil.which(name, path=str(Path(sys.executable).parent)) or shutil.which(name) or name
 
 
+SKIPPED_DIRS = {".git", ".venv", ".build", ".pytest_cache", "__pycache__"}
+
+
+def checkout_files(repo: Path = REPO) -> list[str]:
+    """The checkout's files as git sees them (tracked, and untracked but not ignored); every file outside
+    SKIPPED_DIRS where ``repo`` is no git work tree."""
+    listing = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=repo,
+                             capture_output=True, check=False)
+    if listing.returncode == 0:
+        return [name for name in listing.stdout.decode().split("\0") if name and (repo / name).is_file()]
+    return [str(path.relative_to(repo)) for path in repo.rglob("*")
+            if path.is_file() and not SKIPPED_DIRS.intersection(path.relative_to(repo).parts)]
+
+
+def snapshot(repo: Path, dest: Path) -> Path:
+    """A copy of the checkout's files in ``dest``: what a clean clone holds, whatever runs write meanwhile."""
+    for name in checkout_files(repo):
+        target = dest / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(repo / name, target)
+    return dest
+
+
+def _run(argv: list[str], env: dict[str, str] | None = None) -> None:
+    """Run ``argv``; a failure raises with everything the command printed."""
+    result = subprocess.run(argv, capture_output=True, text=True, env=env, check=False)
+    if result.returncode != 0:
+        raise RuntimeError(f"{' '.join(argv)} exited {result.returncode}:\n{result.stdout}{result.stderr}")
+
+
 def galaxy_metadata(source: Path) -> dict:
     return yaml.safe_load((source / "galaxy.yml").read_text(encoding="utf-8"))
 
@@ -37,8 +67,7 @@ def build(source: Path, dest: Path) -> Path:
     dest.mkdir(parents=True, exist_ok=True)
     meta = galaxy_metadata(source)
     tarball = dest / f"{meta['namespace']}-{meta['name']}-{meta['version']}.tar.gz"
-    subprocess.run([tool("ansible-galaxy"), "collection", "build", "--force", "--output-path", str(dest), str(source)],
-                   check=True, capture_output=True, text=True)
+    _run([tool("ansible-galaxy"), "collection", "build", "--force", "--output-path", str(dest), str(source)])
     return tarball
 
 
@@ -68,8 +97,8 @@ def install(tarball: Path, dependencies: dict[str, str], collections_path: Path)
     requirements_file.write_text(yaml.safe_dump(requirements(tarball, dependencies)), encoding="utf-8")
     # Without the scan, collections already in the Python environment do not count as installed.
     env = {**os.environ, "ANSIBLE_COLLECTIONS_SCAN_SYS_PATH": "false"}
-    subprocess.run([tool("ansible-galaxy"), "collection", "install", "--offline", "-p", str(collections_path),
-                    "-r", str(requirements_file)], check=True, capture_output=True, text=True, env=env)
+    _run([tool("ansible-galaxy"), "collection", "install", "--offline", "-p", str(collections_path),
+          "-r", str(requirements_file)], env=env)
     return collections_path
 
 
@@ -85,8 +114,8 @@ def main() -> int:
     args = parser.parse_args()
     try:
         tarball, collections_path = build_and_install(args.source.resolve(), args.dest.resolve())
-    except subprocess.CalledProcessError as error:
-        sys.stderr.write(f"{' '.join(error.cmd)} failed:\n{error.stdout}{error.stderr}")
+    except RuntimeError as error:
+        sys.stderr.write(f"{error}\n")
         return 1
     print(f"artifact: {tarball}\ninstalled into: {collections_path}")
     return 0

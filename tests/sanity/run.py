@@ -9,7 +9,6 @@ arguments ansible-test gives it.
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -19,6 +18,8 @@ from types import SimpleNamespace
 from ansible_test._internal.python_requirements import get_venv_packages
 
 REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "tools"))
+import artifact  # noqa: E402  tools/artifact.py: the checkout's files, as git sees them
 PYTHON = f"{sys.version_info.major}.{sys.version_info.minor}"
 
 BOOTSTRAP = '''\
@@ -45,31 +46,11 @@ def install_bootstrap_script() -> None:
         path.write_text(BOOTSTRAP)
 
 
-SKIPPED_DIRS = {".git", ".venv", ".build", ".pytest_cache", "__pycache__"}
-
-
-def collection_files() -> list[str]:
-    """Files of the checkout, as git sees them (tracked and untracked-not-ignored)."""
-    listing = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=REPO,
-                             capture_output=True, check=False)
-    if listing.returncode == 0:
-        return [name for name in listing.stdout.decode().split("\0") if name and (REPO / name).is_file()]
-    return [str(path.relative_to(REPO)) for path in REPO.rglob("*")
-            if path.is_file() and not SKIPPED_DIRS.intersection(path.relative_to(REPO).parts)]
-
-
-def copy_collection(destination: Path) -> None:
-    for name in collection_files():
-        target = destination / name
-        target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(REPO / name, target)
-
-
 def main(argv: list[str]) -> int:
     install_bootstrap_script()
     with tempfile.TemporaryDirectory(prefix="gpufleet-sanity-") as tmp:
         collection = Path(tmp) / "ansible_collections/gpufleet/node"
-        copy_collection(collection)
+        artifact.snapshot(REPO, collection)
         env = dict(os.environ, PWD=str(collection))
         ansible_test = Path(sys.executable).with_name("ansible-test")
         cmd = [str(ansible_test), "sanity", "--requirements", "--python", PYTHON, "--color", "no", *argv]

@@ -25,7 +25,7 @@ RELEASE_DATE = "2026-12-01"
 def _run(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
     # ansible-doc (which a release calls to list new plugins) comes from the same virtualenv.
     env = dict(os.environ, PATH=os.pathsep.join([str(TOOL.parent), os.environ.get("PATH", "")]))
-    return subprocess.run([str(TOOL), *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=120, check=False)
+    return subprocess.run([str(TOOL), *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=600, check=False)
 
 
 def _config() -> dict:

@@ -36,7 +36,7 @@ def context(tmp_path_factory: pytest.TempPathFactory) -> Path:
     workdir = tmp_path_factory.mktemp("ee")
     for name in EE_FILES:
         shutil.copy(REPO / name, workdir / name)
-    artifact_tool.build(REPO, workdir)
+    artifact_tool.build(artifact_tool.snapshot(REPO, workdir / "source"), workdir)
     subprocess.run([artifact_tool.tool("ansible-builder"), "create", "-f", "execution-environment.yml", "-c", "context"],
                    cwd=workdir, check=True, capture_output=True, text=True)
     return workdir / "context"

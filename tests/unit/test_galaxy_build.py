@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import tarfile
 from pathlib import Path
@@ -34,14 +33,12 @@ SHIPPED = (
     "plugins/modules/nvidia_gpu_check.py", "playbooks/onboard.yml", "playbooks/upgrade_driver.yml",
     "inventories/example/hosts.yml", "monitoring/gpufleet-gpu-alerts.rules.yml", "monitoring/gpufleet-gpu-alerts.prometheusrule.yml",
 )
-IGNORED_IN_COPY = shutil.ignore_patterns(".git", ".venv", ".build", "__pycache__", ".pytest_cache", "reports", "context")
 
 
 @pytest.fixture(scope="module")
 def used_checkout(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A copy of the checkout with what runs leave behind."""
-    source = tmp_path_factory.mktemp("checkout") / "node"
-    shutil.copytree(REPO, source, ignore=IGNORED_IN_COPY, symlinks=True)
+    """A copy of the checkout's files (as a clean clone has them) with what runs leave behind."""
+    source = artifact_tool.snapshot(REPO, tmp_path_factory.mktemp("checkout") / "node")
     for name in LEFT_BY_RUNS:
         (source / name).parent.mkdir(parents=True, exist_ok=True)
         (source / name).write_text("left by a run\n", encoding="utf-8")
