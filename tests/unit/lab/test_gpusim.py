@@ -8,7 +8,6 @@ import os
 import stat
 import subprocess
 import sys
-import time
 from pathlib import Path
 from unittest import mock
 
@@ -175,10 +174,8 @@ def run_module(args):
 
     with patch_module_args(args), mock.patch.object(basic.AnsibleModule, "exit_json", exit_json), \
             mock.patch.object(basic.AnsibleModule, "fail_json", fail_json):
-        started = time.perf_counter()
         with pytest.raises(SystemExit):
             nvidia_gpu_check.main()
-        results["_wall_s"] = time.perf_counter() - started
     return results
 
 
@@ -197,9 +194,6 @@ def test_module_on_simulated_hosts_matches_the_scenario_expectations(tmp_path, c
         assert [gpu["mig_devices"] for gpu in facts["gpus"]] == [gpu["mig_devices"] for gpu in data["gpus"]]
     assert facts["driver"]["kernel_module_version"] == data["kernel_module"]["version"]
     assert facts["driver"]["userspace_version"] == data["driver_version"]
-    # one call of the module, nvidia-smi stand-in included, stays well under a second
-    assert result["_wall_s"] < 1.0, result["_wall_s"]
-    print("%s: module wall time %.3f s" % (case["name"], result["_wall_s"]))
 
 
 # ----------------------------------------------------------------------------- MIG profile, user space, reload, holders
