@@ -7,6 +7,7 @@
 4. The preflight through nvidia_gpu_check vs the same checklist as separate shell tasks.
 5. playbooks/upgrade_driver.yml on the 4 up-to-date nodes (plan only: nothing to change) vs the
    idempotent re-run of onboard.yml on them.
+6. playbooks/check.yml on the 4 healthy nodes vs the module's preflight plus one API read per node.
 
 Figures are wall-clock seconds on this machine, reported as ratios measured in one run; they are
 written to docs/benchmarks.md and reports/benchmarks.json. Nothing here asserts a time.
@@ -28,7 +29,7 @@ from kubelab import standins
 
 REPO = Path(__file__).resolve().parents[2]
 LABCTL = str(REPO / "lab" / "labctl")
-INVENTORY = str(REPO / "inventories" / "lab")
+INVENTORY = os.environ.get("GPUFLEET_LAB_INVENTORY_DIR") or str(REPO / "inventories" / "lab")
 PLAYBOOKS = REPO / "lab" / "bench"
 PROFILE = "h100x8"
 FLEET = ["bench-1", "bench-2", "bench-3", "bench-4"]
@@ -110,6 +111,8 @@ def measure() -> dict[str, object]:
     figures["upgrade_noop_4_nodes_s"] = _median(lambda: _playbook(upgrade, ",".join(FLEET)))
     figures["preflight_module_s"] = _median(lambda: _playbook(str(PLAYBOOKS / "preflight_module.yml"), ",".join(FLEET)))
     figures["preflight_shell_s"] = _median(lambda: _playbook(str(PLAYBOOKS / "preflight_shell.yml"), ",".join(FLEET)))
+    figures["check_4_nodes_s"] = _median(lambda: _playbook(str(REPO / "playbooks" / "check.yml"), ",".join(FLEET)))
+    figures["preflight_api_4_nodes_s"] = _median(lambda: _playbook(str(PLAYBOOKS / "preflight_api.yml"), ",".join(FLEET)))
     return figures
 
 
@@ -125,6 +128,8 @@ def render(figures: dict) -> str:
          figures["preflight_shell_s"], figures["preflight_module_s"]),
         ("upgrade_driver.yml on an up-to-date fleet of 4 vs idempotent onboard.yml of 4",
          figures["upgrade_noop_4_nodes_s"], figures["rerun_4_nodes_s"]),
+        ("check.yml on 4 healthy nodes vs the module's preflight plus one API read per node",
+         figures["check_4_nodes_s"], figures["preflight_api_4_nodes_s"]),
     ]
     lines = [
         "# Benchmarks",
@@ -159,6 +164,9 @@ def render(figures: dict) -> str:
         "- The fourth is one module round trip against six task round trips per host.",
         "- The fifth is the cost of a driver rollout that finds nothing to do: the plan reads each node's driver",
         "  (nvidia_gpu_check), its packages and apt's candidates, and the Node, then cordons and drains nothing.",
+        "- The sixth is what the layered check costs over its floor: besides the module and the Node it reads the",
+        "  toolkit's packages and configuration, loads containerd's configuration, runs a container through the",
+        "  nvidia handler, reads the plugin pods and the kubelet, and writes the report: about 30 tasks per node.",
         "- The roles gather only the facts they need (`gathering = explicit`).",
         "",
     ]
