@@ -1,7 +1,8 @@
 """Run `make test`'s stages, stop at the first failure, and end with a table of wall times.
 
-The build stages (virtualenv, images, Kubernetes binaries) run first, one after the other. The test stages
-then run in lanes at once, each lane's stages one after the other:
+The build stages (virtualenv, collection, artifact, images) run first, one after the other. The test stages
+then run in lanes at once, each lane's stages one after the other; the Kubernetes binaries (a build from source
+when the cache is cold) are built while the host lanes run, and the Kubernetes lanes start once they are there:
 
 - ``kube``, ``kube2``, ``kube3``: the scenarios on the Kubernetes lab, each lane on its own lab (its own name,
   network, subnet, API port, state and inventory: lab/kubelab/README.md). Much of their time is waiting for
@@ -26,7 +27,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 LOGS = REPO / ".build" / "test-logs"
-BUILD_STAGES = ["venv", "collection", "artifact", "images", "kube-binaries"]
+BUILD_STAGES = ["venv", "collection", "artifact", "images"]
+KUBE_BUILD_STAGE = "kube-binaries"  # the Kubernetes lanes need it; the host lanes do not
 # The Kubernetes lanes, longest scenario first; kubelab-test is the lab's own tests.
 KUBE_LANES = {
     "kube": ["molecule upgrade"],
@@ -133,6 +135,21 @@ def failure_tail(stage: str, lines: int = 80) -> str:
     return "\n".join([f"\n--- stage {stage} FAILED; the last {len(tail)} lines of {log_path.relative_to(REPO)}:", *tail])
 
 
+def run_lanes(runner: Runner, plan: dict[str, tuple[list[str], dict[str, str]]]) -> None:
+    """The host lanes at once; the Kubernetes binaries meanwhile, then the Kubernetes lanes."""
+    def start(names: list[str]) -> list[threading.Thread]:
+        threads = [threading.Thread(target=runner.run_lane, args=(name, *plan[name])) for name in names]
+        for thread in threads:
+            thread.start()
+        return threads
+
+    threads = start([name for name in plan if name not in KUBE_LANES])
+    if runner.run_stage(KUBE_BUILD_STAGE, lane="kube build"):
+        threads += start([name for name in plan if name in KUBE_LANES])
+    for thread in threads:
+        thread.join()
+
+
 def main() -> int:
     runner, started = Runner(), time.monotonic()
     plan = lanes()
@@ -140,14 +157,10 @@ def main() -> int:
         if not runner.run_stage(stage):
             break
     if not runner.failed.is_set():
-        threads = [threading.Thread(target=runner.run_lane, args=(name, stages, env))
-                   for name, (stages, env) in plan.items()]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
+        run_lanes(runner, plan)
     ran = {name for name, _seconds, _ok in runner.results}
-    skipped = [s for s in BUILD_STAGES + [s for stages, _env in plan.values() for s in stages] if s not in ran]
+    planned = BUILD_STAGES + [KUBE_BUILD_STAGE] + [s for stages, _env in plan.values() for s in stages]
+    skipped = [s for s in planned if s not in ran]
     failed = sum(1 for _name, _seconds, ok in runner.results if not ok)
     print(table(runner.results, skipped, time.monotonic() - started))
     for name, _seconds, ok in runner.results:

@@ -76,7 +76,6 @@ def lab_up() -> Iterator[LabSettings]:
     build_json = binaries.cached_bin_dir().parent / "build.json"
     if build_json.is_file():
         FIGURES["cold_build_seconds_recorded"] = json.loads(build_json.read_text()).get("build_seconds")
-    FIGURES["_cgroups_before"] = sorted(pod_cgroups())
     started = time.monotonic()
     settings = lab.up()
     FIGURES["up_seconds"] = round(time.monotonic() - started, 1)
