@@ -9,7 +9,8 @@ when the cache is cold) are built while the host lanes run, and the Kubernetes l
   the kubelet (a deleted pod's sandbox goes with the kubelet's garbage collection, once a minute), so they
   overlap well;
 - ``hosts``, ``hosts2``: lint, sanity, unit tests and the scenarios on plain systemd containers, shared out by
-  their usual duration.
+  their usual duration. They run at a lower priority (``nice``, and a lower CPU weight for their containers),
+  so the Kubernetes lanes, the longest, get the CPU first and the host lanes fill the Kubernetes lanes' waits.
 
 A stage's output goes to ``.build/test-logs/<stage>.log`` and is printed whole when the stage ends. After a
 failure no new stage starts; the stages already running finish. After the table come the last lines of each
@@ -42,6 +43,11 @@ HOST_MINUTES = {
     "molecule driver_bad_input": 2.5, "molecule containerd_v1": 2.4, "molecule lab_base": 1.5,
     "molecule toolkit": 1.5, "molecule containerd_toolkit_bad_input": 1.3,
 }
+
+
+# The host lanes' priority: niceness of their commands, CPU weight of their containers (docker's default is 1024).
+HOST_LANE_NICENESS = 10
+HOST_LANE_ENV = {"GPUFLEET_TEST_CPU_SHARES": "256"}
 
 
 def lab_env(index: int) -> dict[str, str]:
@@ -81,8 +87,21 @@ def lanes() -> dict[str, tuple[list[str], dict[str, str]]]:
         hosts[lane].append(stage)
         load[lane] += HOST_MINUTES.get(stage, 3.0)
     # lint, sanity and units first: they fail fastest
-    plan.update({name: (sorted(stages, key=lambda s: s.startswith("molecule ")), {}) for name, stages in hosts.items()})
+    plan.update({name: (sorted(stages, key=lambda s: s.startswith("molecule ")), dict(HOST_LANE_ENV))
+                 for name, stages in hosts.items()})
     return plan
+
+
+def niceness_of(lane: str) -> list[str]:
+    """The prefix that runs a host lane's command at a lower priority (none for the other lanes)."""
+    return ["nice", "-n", str(HOST_LANE_NICENESS)] if lane.startswith("hosts") else []
+
+
+def cpu_times() -> tuple[int, int]:
+    """(busy, total) jiffies of all CPUs since boot, from /proc/stat."""
+    fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    idle = fields[3] + fields[4]  # idle and iowait
+    return sum(fields) - idle, sum(fields)
 
 
 def log_of(stage: str) -> Path:
@@ -100,7 +119,8 @@ class Runner:
         log_path = log_of(stage)
         started = time.monotonic()
         with log_path.open("w", encoding="utf-8") as log:
-            ok = subprocess.run(argv_of(stage), cwd=REPO, stdout=log, stderr=subprocess.STDOUT, check=False,
+            ok = subprocess.run(niceness_of(lane) + argv_of(stage), cwd=REPO, stdout=log, stderr=subprocess.STDOUT,
+                                check=False,
                                 env={**os.environ, **(env or {})}).returncode == 0
         seconds = time.monotonic() - started
         with self.lock:
@@ -151,7 +171,7 @@ def run_lanes(runner: Runner, plan: dict[str, tuple[list[str], dict[str, str]]])
 
 
 def main() -> int:
-    runner, started = Runner(), time.monotonic()
+    runner, started, cpu_started = Runner(), time.monotonic(), cpu_times()
     plan = lanes()
     for stage in BUILD_STAGES:
         if not runner.run_stage(stage):
@@ -163,6 +183,8 @@ def main() -> int:
     skipped = [s for s in planned if s not in ran]
     failed = sum(1 for _name, _seconds, ok in runner.results if not ok)
     print(table(runner.results, skipped, time.monotonic() - started))
+    busy, total = (now - then for now, then in zip(cpu_times(), cpu_started))
+    print(f"\nCPU busy over the whole run: {100 * busy / max(total, 1):.0f}% of {os.cpu_count()} CPUs")
     for name, _seconds, ok in runner.results:
         if not ok:
             print(failure_tail(name))
