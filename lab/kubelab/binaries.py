@@ -245,6 +245,7 @@ def build_binaries(force: bool = False) -> Path:
         for candidate in sorted(root.iterdir(), reverse=True):
             if verify_bin_dir(candidate / "bin") is not None and (candidate / "src").is_dir():
                 print(f"kubelab: cached binaries answer --version: {candidate / 'bin'}", file=sys.stderr)
+                prune_build_output(candidate / "src")
                 return candidate / "bin"
     started = time.monotonic()
     ensure_build_packages()
@@ -279,6 +280,7 @@ def build_binaries(force: bool = False) -> Path:
         raise BuildError(f"built binaries in {bin_tmp} do not all answer --version")
     shutil.rmtree(bin_dir, ignore_errors=True)
     bin_tmp.rename(bin_dir)
+    prune_build_output(src)
     elapsed = time.monotonic() - started
     (work / "build.json").write_text(
         json.dumps(
@@ -289,6 +291,15 @@ def build_binaries(force: bool = False) -> Path:
     )
     print(f"kubelab: built {', '.join(ALL_BINARIES)} in {elapsed:.0f} s -> {bin_dir}", file=sys.stderr)
     return bin_dir
+
+
+def prune_build_output(src: Path) -> None:
+    """Drop the build's intermediate tree (``_output``, about 3 GB) once the binaries are copied out.
+
+    The cache keeps the binaries and the source tree the lab still reads (the device plugin API's proto file);
+    a forced rebuild compiles from scratch.
+    """
+    shutil.rmtree(src / "_output", ignore_errors=True)
 
 
 def cached_bin_dir() -> Path:

@@ -80,3 +80,17 @@ def test_binary_that_does_not_answer_is_not_accepted(tmp_path: Path) -> None:
     fake.write_text("#!/bin/sh\necho 'Kubernetes v1.20.2'\n")
     assert binaries.answers_version(fake) == "Kubernetes v1.20.2"
     assert binaries.verify_bin_dir(tmp_path) is None  # the others are missing
+
+
+def test_the_cache_keeps_binaries_and_source_but_not_the_build_tree(tmp_path: Path) -> None:
+    src = tmp_path / "src"
+    (src / "_output" / "local" / "go" / "cache").mkdir(parents=True)
+    (src / "_output" / "bin").mkdir()
+    (src / "_output" / "bin" / "kubelet").write_text("built")
+    proto = src / binaries.DEVICE_PLUGIN_PROTO
+    proto.parent.mkdir(parents=True)
+    proto.write_text("syntax = \"proto3\";")
+    binaries.prune_build_output(src)
+    assert not (src / "_output").exists()
+    assert proto.read_text() == "syntax = \"proto3\";"
+    binaries.prune_build_output(src)  # nothing left to prune is no error
