@@ -14,7 +14,8 @@ when the cache is cold) are built while the host lanes run, and the Kubernetes l
 
 A stage's output goes to ``.build/test-logs/<stage>.log`` and is printed whole when the stage ends. After a
 failure no new stage starts; the stages already running finish. After the table come the last lines of each
-failed stage's log (the whole log is printed earlier, where it may be far from the end), and the last line
+failed stage's log (the whole log is printed earlier, where it may be far from the end), before them how busy
+the CPUs were and where the test lanes' CPU time went, and the last line
 counts the stages: "stages: N passed, N failed".
 """
 from __future__ import annotations
@@ -104,6 +105,30 @@ def cpu_times() -> tuple[int, int]:
     return sum(fields) - idle, sum(fields)
 
 
+CPUACCT = Path("/sys/fs/cgroup/cpuacct")  # cgroup v1; elsewhere the split below is left out
+# Where the CPU goes, by cgroup: docker's containers (the lab nodes, control planes and scenario hosts) and the rest.
+CPU_GROUPS = {"all": ".", "containers": "docker"}
+
+
+def cpu_by_group() -> dict[str, int] | None:
+    """Nanoseconds of CPU each group has used (cpuacct counts its removed children too); None where unreadable."""
+    try:
+        return {name: int((CPUACCT / sub / "cpuacct.usage").read_text()) for name, sub in CPU_GROUPS.items()}
+    except (OSError, ValueError):
+        return None
+
+
+def cpu_split(then: dict[str, int] | None, now: dict[str, int] | None) -> str:
+    """One line: the CPU time of the test lanes, split between docker's containers and the rest."""
+    if not then or not now:
+        return "CPU split of the test lanes: not available (no cgroup v1 cpuacct hierarchy for docker)"
+    whole = max(now["all"] - then["all"], 1)
+    containers = now["containers"] - then["containers"]
+    return (f"CPU time of the test lanes: {whole / 60e9:.0f} CPU-minutes; {100 * containers / whole:.0f}% in docker's "
+            f"containers (lab nodes, control planes, scenario hosts), {100 * (whole - containers) / whole:.0f}% outside "
+            "them (Ansible controllers and the modules they run locally, molecule, pytest, the docker CLI, the lab's pods)")
+
+
 def log_of(stage: str) -> Path:
     return LOGS / (stage.replace(" ", "-") + ".log")
 
@@ -176,6 +201,7 @@ def main() -> int:
     for stage in BUILD_STAGES:
         if not runner.run_stage(stage):
             break
+    lanes_cpu = cpu_by_group()
     if not runner.failed.is_set():
         run_lanes(runner, plan)
     ran = {name for name, _seconds, _ok in runner.results}
@@ -185,6 +211,7 @@ def main() -> int:
     print(table(runner.results, skipped, time.monotonic() - started))
     busy, total = (now - then for now, then in zip(cpu_times(), cpu_started))
     print(f"\nCPU busy over the whole run: {100 * busy / max(total, 1):.0f}% of {os.cpu_count()} CPUs")
+    print(cpu_split(lanes_cpu, cpu_by_group()))
     for name, _seconds, ok in runner.results:
         if not ok:
             print(failure_tail(name))
