@@ -13,9 +13,9 @@ when the cache is cold) are built while the host lanes run, and the Kubernetes l
   so the Kubernetes lanes, the longest, get the CPU first and the host lanes fill the Kubernetes lanes' waits.
 
 A stage's output goes to ``.build/test-logs/<stage>.log`` and is printed whole when the stage ends. After a
-failure no new stage starts; the stages already running finish. After the table come the last lines of each
-failed stage's log (the whole log is printed earlier, where it may be far from the end), before them how busy
-the CPUs were and where the test lanes' CPU time went, and the last line
+failure no new stage starts; the stages already running finish. After the table come how busy the CPUs were and
+where the test lanes' CPU time went, then the last lines of each failed stage's log (the whole log is printed
+earlier, where it may be far from the end), and the last line
 counts the stages: "stages: N passed, N failed".
 """
 from __future__ import annotations
