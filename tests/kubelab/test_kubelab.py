@@ -316,7 +316,8 @@ def test_time_slicing_replicas_multiply_the_devices(lab_nodes: dict[str, NodeSpe
 def test_down_leaves_nothing_behind(lab_nodes: dict[str, NodeSpec], lab_up: LabSettings,
                                     figures: dict[str, Any], cgroups_now: Callable[[], set[str]]) -> None:
     recorded = json.loads((lab_up.state_dir / sysctl.RECORD_NAME).read_text())
-    this_labs_cgroups = {c for c in cgroups_now() if c.rsplit("/", 1)[-1] in lab_container_ids(lab_nodes)}
+    ids = lab_container_ids(lab_nodes)
+    this_labs_cgroups = {c for c in cgroups_now() if c.rsplit("/", 1)[-1] in ids}
     assert this_labs_cgroups, "the lab's pods should have cgroups in the machine's hierarchy before down"
     started = time.monotonic()
     lab.down()
