@@ -517,6 +517,18 @@ def _check(check_id, status, message, remedy=None):
     return {'id': check_id, 'layer': CHECK_LAYERS[check_id], 'status': status, 'message': message, 'remedy': remedy or ''}
 
 
+def host_report(facts, params):
+    """What both modules return for the host layer: the checks on the facts, the failed ones, and the facts."""
+    checks = evaluate(facts, params)
+    failed = [check for check in checks if check['status'] == 'fail']
+    return {
+        'checks': checks,
+        'failed_checks': [check['id'] for check in failed],
+        'failed_layers': sorted(set(check['layer'] for check in failed), key=['kernel', 'driver', 'gpu'].index),
+        'nvidia_gpu': facts,
+    }
+
+
 def evaluate(facts, params):
     """Evaluate every check on gathered facts. params: the module's options."""
     required = params.get('required_modules')

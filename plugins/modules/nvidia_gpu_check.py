@@ -450,7 +450,7 @@ from ansible_collections.gpufleet.node.plugins.module_utils._nvidia_health impor
     Gatherer,
     HostTree,
     UvmNodeFixer,
-    evaluate,
+    host_report,
 )
 from ansible_collections.gpufleet.node.plugins.module_utils._run import CommandRunner
 
@@ -501,15 +501,8 @@ def run_module():
             if not module.check_mode:
                 facts = gatherer.gather()
 
-    checks = evaluate(facts, params)
-    failed = [check for check in checks if check['status'] == 'fail']
-    result.update(
-        checks=checks,
-        failed_checks=[check['id'] for check in failed],
-        failed_layers=sorted(set(check['layer'] for check in failed), key=['kernel', 'driver', 'gpu'].index),
-        nvidia_gpu=facts,
-        ansible_facts={'nvidia_gpu': facts},
-    )
+    result.update(host_report(facts, params), ansible_facts={'nvidia_gpu': facts})
+    failed = [check for check in result['checks'] if check['status'] == 'fail']
     fix_errors = result.get('fix', {}).get('errors')
     if fix_errors:
         module.fail_json(msg='fix_device_nodes failed: %s' % '; '.join(fix_errors), **result)

@@ -1,0 +1,162 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpufleet maintainers
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r'''
+---
+module: gpu_cluster_read
+short_description: Read the Nodes and the device plugin pods of a cluster in one API session
+version_added: 0.3.0
+description:
+  - Lists every Node and the pods of one label selector in one namespace, in one module run and one API session, so
+    that a fleet check reads the cluster once per play instead of twice per node.
+  - Returns the objects as the API serves them (the same fields as C(kubectl get -o json)). Read-only.
+  - The kubeconfig is loaded by the kubernetes Python library (certificates, tokens, exec credential plugins, proxy).
+author:
+  - gpufleet maintainers (@gpufleet)
+requirements:
+  - kubernetes (Python library)
+options:
+  kubeconfig:
+    description: Kubeconfig file. Its content is never logged.
+    type: path
+    required: true
+  context:
+    description: Context of the kubeconfig; its current context when not given.
+    type: str
+  pod_namespace:
+    description: Namespace of the pods.
+    type: str
+    required: true
+  pod_label_selector:
+    description: Label selector of the pods, for example V(app.kubernetes.io/name=nvidia-device-plugin).
+    type: str
+    required: true
+  request_timeout:
+    description: Seconds each API request may take.
+    type: int
+    default: 30
+attributes:
+  check_mode:
+    support: full
+    details: It only reads; it runs the same in check mode.
+  diff_mode:
+    support: none
+  platform:
+    platforms: posix
+'''
+
+EXAMPLES = r'''
+- name: Read the Nodes and the device plugin pods once for the play
+  gpufleet.node.gpu_cluster_read:
+    kubeconfig: ~/.kube/config
+    pod_namespace: kube-system
+    pod_label_selector: app.kubernetes.io/name=nvidia-device-plugin
+  register: cluster
+  delegate_to: localhost
+  run_once: true
+'''
+
+RETURN = r'''
+nodes:
+  description: Every Node.
+  returned: success
+  type: list
+  elements: dict
+pods:
+  description: The pods of O(pod_label_selector) in O(pod_namespace).
+  returned: success
+  type: list
+  elements: dict
+'''
+
+import json
+import traceback
+
+from ansible.module_utils.basic import AnsibleModule, missing_required_lib
+from ansible.module_utils.six.moves.urllib.parse import urlencode
+
+try:
+    import urllib3
+    from kubernetes import config
+    from kubernetes.client import Configuration
+    from kubernetes.config.config_exception import ConfigException
+except ImportError:
+    KUBERNETES_IMPORT_ERROR = traceback.format_exc()
+else:
+    KUBERNETES_IMPORT_ERROR = None
+
+
+class ApiReadError(Exception):
+    pass
+
+
+def _session(params):
+    """The kubeconfig's server, TLS settings and credentials, loaded by the kubernetes library.
+
+    The requests then go through urllib3 directly: the library's typed API classes cost seconds to import, and
+    the objects are returned as the API serves them anyway.
+    """
+    settings = Configuration()
+    config.load_kube_config(config_file=params['kubeconfig'], context=params['context'], client_configuration=settings)
+    tls = dict(cert_reqs='CERT_REQUIRED' if settings.verify_ssl else 'CERT_NONE', ca_certs=settings.ssl_ca_cert,
+               cert_file=settings.cert_file, key_file=settings.key_file)
+    pool = urllib3.ProxyManager(settings.proxy, **tls) if settings.proxy else urllib3.PoolManager(**tls)
+    headers = {'Accept': 'application/json'}
+    for auth in settings.auth_settings().values():
+        if auth.get('in') == 'header' and auth.get('value'):
+            headers[auth['key']] = auth['value']
+    return settings.host.rstrip('/'), pool, headers
+
+
+def _list(session, path, query, timeout):
+    host, pool, headers = session
+    url = host + path + ('?' + urlencode(query) if query else '')
+    response = pool.request('GET', url, headers=headers, timeout=timeout, retries=False)
+    if response.status != 200:
+        raise ApiReadError('the API answered %s to GET %s: %s' % (response.status, path, response.data[:300].decode('utf-8', 'replace')))
+    return json.loads(response.data)['items']
+
+
+def read_cluster(params):
+    session = _session(params)
+    timeout = params['request_timeout']
+    pods_path = '/api/v1/namespaces/%s/pods' % params['pod_namespace']
+    return {'nodes': _list(session, '/api/v1/nodes', {}, timeout),
+            'pods': _list(session, pods_path, {'labelSelector': params['pod_label_selector']}, timeout)}
+
+
+def run_module():
+    module = AnsibleModule(
+        argument_spec=dict(
+            kubeconfig=dict(type='path', required=True, no_log=False),
+            context=dict(type='str'),
+            pod_namespace=dict(type='str', required=True),
+            pod_label_selector=dict(type='str', required=True),
+            request_timeout=dict(type='int', default=30),
+        ),
+        supports_check_mode=True,
+    )
+    if KUBERNETES_IMPORT_ERROR:
+        module.fail_json(msg=missing_required_lib('kubernetes'), exception=KUBERNETES_IMPORT_ERROR)
+    try:
+        result = read_cluster(module.params)
+    except ApiReadError as exc:
+        module.fail_json(msg=str(exc))
+    except (ConfigException, urllib3.exceptions.HTTPError, IOError, OSError, ValueError) as exc:
+        module.fail_json(msg='the API could not be read: %s' % exc)
+    module.exit_json(changed=False, **result)
+
+
+def main():
+    run_module()
+
+
+if __name__ == '__main__':
+    main()

@@ -1,0 +1,381 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpufleet maintainers
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r'''
+---
+module: gpu_node_read
+short_description: Read, in one round trip, what the runtime and Kubernetes checks of a GPU node look at
+version_added: 0.3.0
+description:
+  - Reads packages, files, sockets, command outputs, the kubelet's command line and configuration, and runs one
+    container through containerd's nvidia handler, all in one module run, so that a layered check of a node costs
+    one round trip for its runtime and Kubernetes layers instead of one per read.
+  - It only reads and reports; it judges nothing. The roles' C(check) entry points interpret what it returns.
+  - Nothing is changed on the node; the container of O(container_run) is removed when it exits (C(ctr run --rm)).
+author:
+  - gpufleet maintainers (@gpufleet)
+options:
+  host_check:
+    description:
+      - Also gather the host layer and evaluate its checks exactly as M(gpufleet.node.nvidia_gpu_check) does with
+        C(fail_on_error=false), in the same run. Its result is under RV(host).
+      - When the host shows no GPU, the container of O(container_run) is not run.
+    type: dict
+    suboptions:
+      host_root:
+        description: As in M(gpufleet.node.nvidia_gpu_check).
+        type: path
+        default: /
+      nvidia_smi_path:
+        description: As in M(gpufleet.node.nvidia_gpu_check).
+        type: path
+  packages:
+    description: Debian packages whose version and selection to read (one C(dpkg-query)).
+    type: list
+    elements: str
+    default: []
+  files:
+    description: 'Files to read, as C({id: path}). A missing or unreadable file is reported, not failed.'
+    type: dict
+    default: {}
+  stats:
+    description: 'Paths to look up, as C({id: path}).'
+    type: dict
+    default: {}
+  commands:
+    description: 'Commands to run in the given order, as C({id: argv}), without a shell.'
+    type: dict
+    default: {}
+  kubelet_service:
+    description:
+      - systemd unit of the kubelet. When given, its main process's command line is read, and the file named by
+        its C(--config) flag.
+      - The cgroup driver is its C(--cgroup-driver) flag, else C(cgroupDriver) of that file, else empty.
+    type: str
+    default: ''
+  containerd_check:
+    description:
+      - Command line of the containerd_nvidia role's configuration checker, run after the kubelet was read.
+        C(--systemd-cgroup true) or C(false) is appended when the kubelet names a cgroup driver, so that the
+        nvidia handler's C(SystemdCgroup) must match it.
+    type: list
+    elements: str
+    default: []
+  container_run:
+    description:
+      - A container to run through the runtime of a containerd runtime handler, the way the CRI would.
+      - The configuration is loaded with C(containerd --config <containerd_config> config dump); the handler's
+        C(options.BinaryName) is taken from it. The container runs only when the handler names a binary and the
+        image is in the namespace.
+    type: dict
+    suboptions:
+      containerd_config:
+        description: containerd's configuration file.
+        type: path
+        required: true
+      handler:
+        description: Runtime handler name, for example V(nvidia).
+        type: str
+        required: true
+      image:
+        description: Image reference in the namespace.
+        type: str
+        required: true
+      name:
+        description: Container id.
+        type: str
+        required: true
+      namespace:
+        description: containerd namespace.
+        type: str
+        default: k8s.io
+      args:
+        description: Options of C(ctr run) before the image, for example C(--env NVIDIA_VISIBLE_DEVICES=0).
+        type: list
+        elements: str
+        default: []
+      command:
+        description: Command to run in the container.
+        type: list
+        elements: str
+        required: true
+  timeout:
+    description: Seconds each command may run.
+    type: int
+    default: 60
+attributes:
+  check_mode:
+    support: full
+    details: It only reads (the container of O(container_run) is removed when it exits); it runs the same in check mode.
+  diff_mode:
+    support: none
+  platform:
+    platforms: debian
+'''
+
+EXAMPLES = r'''
+- name: Read what the runtime checks need
+  gpufleet.node.gpu_node_read:
+    packages: [nvidia-container-toolkit, containerd]
+    files:
+      toolkit_config: /etc/nvidia-container-runtime/config.toml
+    kubelet_service: kubelet
+    container_run:
+      containerd_config: /etc/containerd/config.toml
+      handler: nvidia
+      image: registry.example/cuda-base:12.2
+      name: gpufleet-check
+      args: [--env, NVIDIA_VISIBLE_DEVICES=0]
+      command: [/usr/bin/nvidia-smi, -L]
+'''
+
+RETURN = r'''
+host:
+  description: C(checks), C(failed_checks), C(failed_layers) and C(nvidia_gpu), as M(gpufleet.node.nvidia_gpu_check) returns them.
+  returned: when O(host_check) is given
+  type: dict
+packages:
+  description: Per package name its C(version), C(want) (for example V(hold)) and C(status) (V(installed) when installed).
+    Packages dpkg does not know are absent.
+  returned: always
+  type: dict
+files:
+  description: Per id C(path), C(exists) and C(content) (text; empty when missing), C(error) when unreadable.
+  returned: always
+  type: dict
+stats:
+  description: Per id C(path), C(exists) and C(type) (V(file), V(directory), V(socket), V(other)).
+  returned: always
+  type: dict
+commands:
+  description: Per id C(cmd), C(rc), C(stdout), C(stderr), C(timed_out), C(not_found).
+  returned: always
+  type: dict
+kubelet:
+  description: C(service), C(main_pid) (0 when not running), C(cmdline) (list), C(config_path), C(config) (text),
+    C(cgroup_driver) and C(cgroup_driver_source).
+  returned: when O(kubelet_service) is given
+  type: dict
+containerd_check:
+  description: The checker's result as under RV(commands), with C(systemd_cgroup) (the value passed, or null).
+  returned: when O(containerd_check) is given
+  type: dict
+container_run:
+  description:
+    - C(dump) (the C(config dump) command's result), C(binary) (the handler's BinaryName, empty when absent),
+      C(image_present), C(ran), C(why) and C(result) (the run's command result, or null).
+    - C(why) says why it did not run, V(gpus) (the host check shows none), V(image) or V(handler).
+  returned: when O(container_run) is given
+  type: dict
+'''
+
+import os
+import re
+import stat
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.gpufleet.node.plugins.module_utils._nvidia_health import Gatherer, host_report
+from ansible_collections.gpufleet.node.plugins.module_utils._run import CommandRunner
+
+DPKG_FORMAT = '${Package}\\t${Version}\\t${db:Status-Want}\\t${db:Status-Status}\\n'
+PROC_ROOT = '/proc'
+
+
+def read_packages(runner, names):
+    if not names:
+        return {}
+    result = runner.run(['dpkg-query', '-W', '-f=' + DPKG_FORMAT] + list(names))
+    packages = {}
+    for line in result.stdout.splitlines():
+        fields = line.split('\t')
+        if len(fields) == 4 and fields[0]:
+            packages[fields[0]] = {'version': fields[1], 'want': fields[2], 'status': fields[3]}
+    return packages
+
+
+def read_file(path):
+    entry = {'path': path, 'exists': os.path.isfile(path), 'content': ''}
+    if entry['exists']:
+        try:
+            with open(path, 'rb') as handle:
+                entry['content'] = handle.read().decode('utf-8', 'replace')
+        except (IOError, OSError) as exc:
+            entry['error'] = str(exc)
+    return entry
+
+
+def stat_path(path):
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return {'path': path, 'exists': False, 'type': ''}
+    kinds = ((stat.S_ISSOCK, 'socket'), (stat.S_ISDIR, 'directory'), (stat.S_ISREG, 'file'))
+    kind = next((name for test, name in kinds if test(mode)), 'other')
+    return {'path': path, 'exists': True, 'type': kind}
+
+
+def flag_value(cmdline, name):
+    """The value of --name in a command line (as --name=value or --name value), '' when absent."""
+    for index, arg in enumerate(cmdline):
+        if arg.startswith('--%s=' % name):
+            return arg.split('=', 1)[1]
+        if arg == '--' + name and index + 1 < len(cmdline):
+            return cmdline[index + 1]
+    return ''
+
+
+def config_cgroup_driver(text):
+    """cgroupDriver of a KubeletConfiguration (YAML, read without a YAML library: one top-level key)."""
+    match = re.search(r'^cgroupDriver:\s*["\']?([A-Za-z0-9_-]+)', text, re.MULTILINE)
+    return match.group(1) if match else ''
+
+
+def read_kubelet(runner, service):
+    shown = runner.run(['systemctl', 'show', '--property', 'MainPID', '--value', service])
+    pid = int(shown.stdout.strip()) if shown.ok and shown.stdout.strip().isdigit() else 0
+    kubelet = {'service': service, 'main_pid': pid, 'cmdline': [], 'config_path': '', 'config': '',
+               'cgroup_driver': '', 'cgroup_driver_source': ''}
+    if pid <= 0:
+        return kubelet
+    raw = read_file(os.path.join(PROC_ROOT, str(pid), 'cmdline'))['content']
+    kubelet['cmdline'] = [arg for arg in raw.split('\0') if arg]
+    kubelet['config_path'] = flag_value(kubelet['cmdline'], 'config')
+    if kubelet['config_path']:
+        kubelet['config'] = read_file(kubelet['config_path'])['content']
+    from_flag = flag_value(kubelet['cmdline'], 'cgroup-driver')
+    if from_flag:
+        kubelet.update(cgroup_driver=from_flag, cgroup_driver_source='--cgroup-driver')
+    elif config_cgroup_driver(kubelet['config']):
+        kubelet.update(cgroup_driver=config_cgroup_driver(kubelet['config']),
+                       cgroup_driver_source='cgroupDriver in ' + kubelet['config_path'])
+    return kubelet
+
+
+def run_containerd_check(runner, argv, kubelet):
+    systemd_cgroup = None
+    if kubelet and kubelet['cgroup_driver']:
+        systemd_cgroup = kubelet['cgroup_driver'] == 'systemd'
+        argv = list(argv) + ['--systemd-cgroup', str(systemd_cgroup).lower()]
+    result = runner.run(argv).as_dict()
+    result['systemd_cgroup'] = systemd_cgroup
+    return result
+
+
+def handler_binary(dump_text, handler):
+    """options.BinaryName of a runtime handler in a `containerd config dump` ('' when absent or unparsable)."""
+    try:
+        import tomllib
+        loads = tomllib.loads
+    except ImportError:  # Python < 3.11: Debian/Ubuntu package python3-toml, else no answer
+        try:
+            import toml
+            loads = toml.loads
+        except ImportError:
+            return ''
+    try:
+        plugins = loads(dump_text).get('plugins', {})
+    except Exception:  # pylint: disable=broad-except
+        return ''
+    for plugin in plugins.values():
+        if not isinstance(plugin, dict):
+            continue
+        runtimes = (plugin.get('containerd') or {}).get('runtimes') or {}
+        binary = ((runtimes.get(handler) or {}).get('options') or {}).get('BinaryName', '')
+        if binary:
+            return binary
+    return ''
+
+
+def run_container(runner, spec, gpus_shown=True):
+    dump = runner.run(['containerd', '--config', spec['containerd_config'], 'config', 'dump'])
+    outcome = {'dump': dump.as_dict(), 'binary': handler_binary(dump.stdout, spec['handler']) if dump.ok else '',
+               'image_present': False, 'ran': False, 'why': '', 'result': None}
+    listed = runner.run(['ctr', '--namespace', spec['namespace'], 'images', 'list', '--quiet', 'name==' + spec['image']])
+    outcome['image_present'] = bool(listed.ok and listed.stdout.strip())
+    if not gpus_shown:
+        outcome['why'] = 'gpus'
+    elif not outcome['image_present']:
+        outcome['why'] = 'image'
+    elif not outcome['binary']:
+        outcome['why'] = 'handler'
+    else:
+        argv = (['ctr', '--namespace', spec['namespace'], 'run', '--rm', '--runc-binary', outcome['binary']]
+                + list(spec['args']) + [spec['image'], spec['name']] + list(spec['command']))
+        outcome['result'] = runner.run(argv).as_dict()
+        outcome['ran'] = True
+    return outcome
+
+
+def read_node(module):
+    params = module.params
+    runner = CommandRunner(module, timeout=params['timeout'])
+    result = {
+        'changed': False,
+        'packages': read_packages(runner, params['packages']),
+        'files': dict((key, read_file(path)) for key, path in params['files'].items()),
+        'stats': dict((key, stat_path(path)) for key, path in params['stats'].items()),
+        'commands': dict((key, runner.run(argv).as_dict()) for key, argv in params['commands'].items()),
+    }
+    if params['host_check']:
+        facts = Gatherer(runner, host_root=params['host_check']['host_root'],
+                         nvidia_smi_path=params['host_check']['nvidia_smi_path']).gather()
+        result['host'] = host_report(facts, {})
+    kubelet = read_kubelet(runner, params['kubelet_service']) if params['kubelet_service'] else None
+    if kubelet is not None:
+        result['kubelet'] = kubelet
+    if params['containerd_check']:
+        result['containerd_check'] = run_containerd_check(runner, params['containerd_check'], kubelet)
+    if params['container_run']:
+        gpus_shown = bool(result['host']['nvidia_gpu'].get('gpus')) if 'host' in result else True
+        result['container_run'] = run_container(runner, params['container_run'], gpus_shown)
+    return result
+
+
+def run_module():
+    module = AnsibleModule(
+        argument_spec=dict(
+            host_check=dict(type='dict', options=dict(
+                host_root=dict(type='path', default='/'),
+                nvidia_smi_path=dict(type='path'),
+            )),
+            packages=dict(type='list', elements='str', default=[]),
+            files=dict(type='dict', default={}),
+            stats=dict(type='dict', default={}),
+            commands=dict(type='dict', default={}),
+            kubelet_service=dict(type='str', default=''),
+            containerd_check=dict(type='list', elements='str', default=[]),
+            container_run=dict(type='dict', options=dict(
+                containerd_config=dict(type='path', required=True),
+                handler=dict(type='str', required=True),
+                image=dict(type='str', required=True),
+                name=dict(type='str', required=True),
+                namespace=dict(type='str', default='k8s.io'),
+                args=dict(type='list', elements='str', default=[]),
+                command=dict(type='list', elements='str', required=True),
+            )),
+            timeout=dict(type='int', default=60),
+        ),
+        supports_check_mode=True,
+    )
+    bad = [key for key, argv in module.params['commands'].items() if not isinstance(argv, list) or not argv]
+    if bad:
+        module.fail_json(msg='commands: %s must each be a non-empty list of arguments' % ', '.join(sorted(bad)))
+    host_root = (module.params['host_check'] or {}).get('host_root')
+    if host_root and not os.path.isdir(host_root):
+        module.fail_json(msg='host_check.host_root is %r: it must be an existing directory (/ for this host)' % host_root)
+    module.exit_json(**read_node(module))
+
+
+def main():
+    run_module()
+
+
+if __name__ == '__main__':
+    main()

@@ -1,0 +1,120 @@
+"""gpufleet.node.gpu_cluster_read against a local HTTPS stand-in of the two API paths it reads."""
+from __future__ import annotations
+
+import json
+import ssl
+import subprocess
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from unittest import mock
+
+import pytest
+from ansible.module_utils import basic
+from ansible.module_utils.testing import patch_module_args
+
+from ansible_collections.gpufleet.node.plugins.modules import gpu_cluster_read
+
+from test_nvidia_gpu_check import ExitJson, FailJson, _exit_json, _fail_json
+
+TOKEN = "s3cret-token"
+NODES = {"kind": "NodeList", "items": [{"metadata": {"name": "gpu-1", "labels": {"node-role.kubernetes.io/gpu": "true"}}}]}
+PODS = {"kind": "PodList", "items": [{"metadata": {"name": "plugin-x"}, "spec": {"nodeName": "gpu-1"}}]}
+
+
+class FakeApi(BaseHTTPRequestHandler):
+    seen = []
+
+    def do_GET(self):  # noqa: N802 (http.server's name)
+        FakeApi.seen.append((self.path, self.headers.get("Authorization")))
+        if self.headers.get("Authorization") != "Bearer " + TOKEN:
+            return self._answer(401, {"kind": "Status", "message": "Unauthorized"})
+        if self.path == "/api/v1/nodes":
+            return self._answer(200, NODES)
+        if self.path == "/api/v1/namespaces/nvidia-device-plugin/pods?labelSelector=app.kubernetes.io%2Fname%3Dnvidia-device-plugin":
+            return self._answer(200, PODS)
+        return self._answer(404, {"kind": "Status", "message": "not found"})
+
+    def _answer(self, status, body):
+        data = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture(scope="module")
+def api(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("api")
+    key, cert = folder / "tls.key", folder / "tls.crt"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=127.0.0.1",
+                    "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(key), "-out", str(cert)],
+                   check=True, capture_output=True)
+    server = ThreadingHTTPServer(("127.0.0.1", 0), FakeApi)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(str(cert), str(key))
+    server.socket = context.wrap_socket(server.socket, server_side=True)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield "https://127.0.0.1:%d" % server.server_address[1], cert
+    server.shutdown()
+
+
+def kubeconfig(tmp_path, server, ca, token=TOKEN):
+    path = tmp_path / "kubeconfig"
+    path.write_text(json.dumps({
+        "apiVersion": "v1", "kind": "Config", "current-context": "lab",
+        "clusters": [{"name": "lab", "cluster": {"server": server, "certificate-authority": str(ca)}}],
+        "users": [{"name": "admin", "user": {"token": token}}],
+        "contexts": [{"name": "lab", "context": {"cluster": "lab", "user": "admin"}}],
+    }))
+    return str(path)
+
+
+def run(args):
+    with patch_module_args(dict({"pod_namespace": "nvidia-device-plugin",
+                                 "pod_label_selector": "app.kubernetes.io/name=nvidia-device-plugin"}, **args)), \
+            mock.patch.object(basic.AnsibleModule, "exit_json", _exit_json), \
+            mock.patch.object(basic.AnsibleModule, "fail_json", _fail_json):
+        try:
+            gpu_cluster_read.main()
+        except (ExitJson, FailJson) as outcome:
+            return outcome.args[0]
+    raise AssertionError("module neither exited nor failed")
+
+
+def test_it_reads_the_nodes_and_the_selected_pods_as_the_api_serves_them(tmp_path, api):
+    server, ca = api
+    FakeApi.seen.clear()
+    result = run({"kubeconfig": kubeconfig(tmp_path, server, ca)})
+    assert not result.get("failed"), result.get("msg")
+    assert result["changed"] is False
+    assert result["nodes"] == NODES["items"] and result["pods"] == PODS["items"]
+    assert [path for path, _ in FakeApi.seen] == [
+        "/api/v1/nodes", "/api/v1/namespaces/nvidia-device-plugin/pods?labelSelector=app.kubernetes.io%2Fname%3Dnvidia-device-plugin"]
+
+
+def test_a_refused_read_fails_with_the_api_answer(tmp_path, api):
+    server, ca = api
+    result = run({"kubeconfig": kubeconfig(tmp_path, server, ca, token="wrong")})
+    assert result["failed"] is True
+    assert result["msg"].startswith("the API answered 401 to GET /api/v1/nodes: ")
+    assert "Unauthorized" in result["msg"]
+
+
+def test_an_untrusted_server_is_refused(tmp_path, api):
+    server, _ = api
+    other_ca = tmp_path / "other.crt"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=other",
+                    "-keyout", str(tmp_path / "other.key"), "-out", str(other_ca)], check=True, capture_output=True)
+    result = run({"kubeconfig": kubeconfig(tmp_path, server, other_ca), "request_timeout": 5})
+    assert result["failed"] is True and result["msg"].startswith("the API could not be read: ")
+
+
+def test_a_missing_kubeconfig_fails_clearly(tmp_path):
+    result = run({"kubeconfig": str(tmp_path / "none")})
+    assert result["failed"] is True
+    assert result["msg"].startswith("the API could not be read: ")

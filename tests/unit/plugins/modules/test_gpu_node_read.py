@@ -1,0 +1,237 @@
+"""gpufleet.node.gpu_node_read: what it reads and runs, with a mocked run_command and real files."""
+from __future__ import annotations
+
+import os
+import socket
+from unittest import mock
+
+import pytest
+from ansible.module_utils import basic
+from ansible.module_utils.testing import patch_module_args
+
+from ansible_collections.gpufleet.node.plugins.module_utils._nvidia_parsers import QUERY_GPU_FIELDS
+from ansible_collections.gpufleet.node.plugins.modules import gpu_node_read, nvidia_gpu_check
+
+from gpusim_helpers import build_profile
+from test_nvidia_gpu_check import ExitJson, FailJson, FakeCommands, _exit_json, _fail_json, healthy_answers
+
+DUMP_V2 = """version = 2
+[plugins."io.containerd.grpc.v1.cri".containerd]
+  default_runtime_name = "nvidia"
+[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.nvidia]
+  runtime_type = "io.containerd.runc.v2"
+[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.nvidia.options]
+  BinaryName = "/usr/bin/nvidia-container-runtime"
+  SystemdCgroup = true
+"""
+DUMP_V3 = """version = 3
+[plugins."io.containerd.cri.v1.runtime".containerd.runtimes.nvidia.options]
+  BinaryName = "/usr/local/bin/nvidia-container-runtime"
+"""
+DUMP_NO_HANDLER = """version = 2
+[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+  SystemdCgroup = true
+"""
+IMAGE = "registry.example/cuda-base:12.2"
+CONTAINER = {"containerd_config": "/etc/containerd/config.toml", "handler": "nvidia", "image": IMAGE,
+             "name": "gpufleet-check-n1", "args": ["--env", "NVIDIA_VISIBLE_DEVICES=0"], "command": ["/usr/bin/nvidia-smi", "-L"]}
+
+
+def run(args, commands):
+    with patch_module_args(args), \
+            mock.patch.object(basic.AnsibleModule, "run_command", commands), \
+            mock.patch.object(basic.AnsibleModule, "get_bin_path", lambda self, name, required=False, opt_dirs=None: "/usr/bin/" + name), \
+            mock.patch.object(basic.AnsibleModule, "exit_json", _exit_json), \
+            mock.patch.object(basic.AnsibleModule, "fail_json", _fail_json):
+        try:
+            gpu_node_read.main()
+        except (ExitJson, FailJson) as outcome:
+            return outcome.args[0]
+    raise AssertionError("module neither exited nor failed")
+
+
+def container_answers(dump=DUMP_V2, image_listed=True, run_output="GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-1)\n"):
+    return {
+        ("containerd", "--config", "/etc/containerd/config.toml", "config", "dump"): (0, dump, ""),
+        ("ctr", "--namespace", "k8s.io", "images", "list", "--quiet", "name==" + IMAGE): (0, IMAGE + "\n" if image_listed else "", ""),
+        ("ctr", "--namespace", "k8s.io", "run", "--rm", "--runc-binary", "/usr/bin/nvidia-container-runtime",
+         "--env", "NVIDIA_VISIBLE_DEVICES=0", IMAGE, "gpufleet-check-n1", "/usr/bin/nvidia-smi", "-L"): (0, run_output, ""),
+    }
+
+
+def test_packages_come_from_one_dpkg_query_and_unknown_ones_are_absent():
+    listing = ("containerd\t1.6.20~ds1-1+deb12u3\thold\tinstalled\n"
+               "nvidia-container-toolkit\t1.17.8-1\tinstall\tconfig-files\n")
+    commands = FakeCommands({("dpkg-query", "-W", "-f=" + gpu_node_read.DPKG_FORMAT, "containerd", "nvidia-container-toolkit", "missing"):
+                             (1, listing, "dpkg-query: no packages found matching missing\n")})
+    result = run({"packages": ["containerd", "nvidia-container-toolkit", "missing"]}, commands)
+    assert result["changed"] is False
+    assert result["packages"] == {
+        "containerd": {"version": "1.6.20~ds1-1+deb12u3", "want": "hold", "status": "installed"},
+        "nvidia-container-toolkit": {"version": "1.17.8-1", "want": "install", "status": "config-files"},
+    }
+    assert len(commands.calls) == 1
+
+
+def test_files_and_stats_report_what_exists(tmp_path):
+    config = tmp_path / "config.toml"
+    config.write_text('[nvidia-container-runtime]\nmode = "auto"\n')
+    sock_path = tmp_path / "kubelet.sock"
+    server = socket.socket(socket.AF_UNIX)
+    server.bind(str(sock_path))
+    try:
+        result = run({"files": {"toolkit": str(config), "gone": str(tmp_path / "gone.toml")},
+                      "stats": {"socket": str(sock_path), "dir": str(tmp_path), "gone": str(tmp_path / "gone.sock")}}, FakeCommands())
+    finally:
+        server.close()
+    assert result["files"]["toolkit"] == {"path": str(config), "exists": True, "content": '[nvidia-container-runtime]\nmode = "auto"\n'}
+    assert result["files"]["gone"] == {"path": str(tmp_path / "gone.toml"), "exists": False, "content": ""}
+    assert result["stats"]["socket"]["type"] == "socket" and result["stats"]["socket"]["exists"] is True
+    assert result["stats"]["dir"]["type"] == "directory"
+    assert result["stats"]["gone"] == {"path": str(tmp_path / "gone.sock"), "exists": False, "type": ""}
+
+
+def test_commands_run_in_order_and_keep_their_results():
+    commands = FakeCommands({("ctr", "version"): (0, "Server:\n  Version:  v1.6.20\n", ""), ("false",): (1, "", "no\n")})
+    result = run({"commands": {"version": ["ctr", "version"], "broken": ["false"]}}, commands)
+    assert result["commands"]["version"]["rc"] == 0 and "v1.6.20" in result["commands"]["version"]["stdout"]
+    assert result["commands"]["broken"]["rc"] == 1 and result["commands"]["broken"]["stderr"] == "no\n"
+    assert [call[0] for call in commands.calls] == ["/usr/bin/ctr", "/usr/bin/false"]
+
+
+def test_a_command_that_is_not_a_list_is_refused():
+    result = run({"commands": {"version": "ctr version"}}, FakeCommands())
+    assert result["failed"] is True
+    assert result["msg"] == "commands: version must each be a non-empty list of arguments"
+
+
+def kubelet_tree(tmp_path, cmdline, config_text=None):
+    proc = tmp_path / "proc"
+    (proc / "4242").mkdir(parents=True)
+    if config_text is not None:
+        (tmp_path / "kubelet.yaml").write_text(config_text)
+    (proc / "4242" / "cmdline").write_bytes(("\0".join(cmdline) + "\0").encode())
+    return proc
+
+
+SHOW_KUBELET = ("systemctl", "show", "--property", "MainPID", "--value", "kubelet")
+
+
+@pytest.mark.parametrize("flags, config_text, driver, source", [
+    (["--cgroup-driver=systemd"], None, "systemd", "--cgroup-driver"),
+    (["--cgroup-driver", "cgroupfs"], None, "cgroupfs", "--cgroup-driver"),
+    (["--config={config}"], "kind: KubeletConfiguration\ncgroupDriver: systemd\n", "systemd", "cgroupDriver in {config}"),
+    (["--config", "{config}"], "kind: KubeletConfiguration\n", "", ""),
+    ([], None, "", ""),
+])
+def test_the_kubelet_cgroup_driver_is_its_flag_else_its_config_file(tmp_path, flags, config_text, driver, source):
+    config = str(tmp_path / "kubelet.yaml")
+    cmdline = ["/usr/bin/kubelet", "--root-dir=/var/lib/kubelet"] + [flag.format(config=config) for flag in flags]
+    proc = kubelet_tree(tmp_path, cmdline, config_text)
+    with mock.patch.object(gpu_node_read, "PROC_ROOT", str(proc)):
+        result = run({"kubelet_service": "kubelet"}, FakeCommands({SHOW_KUBELET: (0, "4242\n", "")}))
+    kubelet = result["kubelet"]
+    assert kubelet["main_pid"] == 4242 and kubelet["cmdline"] == cmdline
+    assert kubelet["cgroup_driver"] == driver
+    assert kubelet["cgroup_driver_source"] == source.format(config=config)
+    assert kubelet["config"] == (config_text or "")
+
+
+def test_a_stopped_kubelet_has_no_command_line():
+    result = run({"kubelet_service": "kubelet"}, FakeCommands({SHOW_KUBELET: (0, "0\n", "")}))
+    assert result["kubelet"]["main_pid"] == 0 and result["kubelet"]["cmdline"] == [] and result["kubelet"]["cgroup_driver"] == ""
+
+
+CHECKER = ["/usr/bin/python3", "/usr/local/libexec/gpufleet/containerd-config-check.py", "--config", "/etc/containerd/config.toml"]
+
+
+def test_the_containerd_checker_gets_the_kubelet_cgroup_driver(tmp_path):
+    proc = kubelet_tree(tmp_path, ["/usr/bin/kubelet", "--cgroup-driver=cgroupfs"])
+    answers = {SHOW_KUBELET: (0, "4242\n", ""), tuple(["python3"] + CHECKER[1:] + ["--systemd-cgroup", "false"]): (0, "{}\n", "")}
+    with mock.patch.object(gpu_node_read, "PROC_ROOT", str(proc)):
+        result = run({"kubelet_service": "kubelet", "containerd_check": CHECKER}, FakeCommands(answers))
+    assert result["containerd_check"]["rc"] == 0 and result["containerd_check"]["systemd_cgroup"] is False
+
+
+def test_the_containerd_checker_runs_without_a_driver_when_no_kubelet_is_read():
+    answers = {tuple(["python3"] + CHECKER[1:]): (1, "", "containerd loaded it but: no runtime 'nvidia'\n")}
+    result = run({"containerd_check": CHECKER}, FakeCommands(answers))
+    assert result["containerd_check"]["rc"] == 1 and result["containerd_check"]["systemd_cgroup"] is None
+    assert "kubelet" not in result
+
+
+def test_the_container_runs_through_the_binary_of_the_loaded_handler():
+    commands = FakeCommands(container_answers())
+    result = run({"container_run": CONTAINER}, commands)["container_run"]
+    assert result["binary"] == "/usr/bin/nvidia-container-runtime" and result["image_present"] is True
+    assert result["ran"] is True and result["why"] == ""
+    assert result["result"]["rc"] == 0 and result["result"]["stdout"].startswith("GPU 0:")
+
+
+@pytest.mark.parametrize("dump, image_listed, why", [
+    (DUMP_V2, False, "image"),
+    (DUMP_NO_HANDLER, True, "handler"),
+    ("not toml [", True, "handler"),
+])
+def test_no_container_runs_without_the_image_or_the_handler(dump, image_listed, why):
+    commands = FakeCommands(container_answers(dump=dump, image_listed=image_listed))
+    result = run({"container_run": CONTAINER}, commands)["container_run"]
+    assert result["ran"] is False and result["why"] == why and result["result"] is None
+    assert not any("run" in call for call in commands.calls)
+
+
+@pytest.mark.parametrize("dump, binary", [
+    (DUMP_V2, "/usr/bin/nvidia-container-runtime"),
+    (DUMP_V3, "/usr/local/bin/nvidia-container-runtime"),
+    (DUMP_NO_HANDLER, ""),
+    ("", ""),
+])
+def test_handler_binary_reads_config_versions_2_and_3(dump, binary):
+    assert gpu_node_read.handler_binary(dump, "nvidia") == binary
+
+
+def test_the_host_check_is_the_one_of_nvidia_gpu_check(tmp_path):
+    root = build_profile("h100x8", tmp_path / "sim")
+    smi = tmp_path / "nvidia-smi"
+    smi.write_text("#!/bin/sh\nexit 99\n")
+    smi.chmod(0o755)
+    read = run({"host_check": {"host_root": str(root), "nvidia_smi_path": str(smi)}}, FakeCommands(healthy_answers("h100x8")))
+    with patch_module_args({"host_root": str(root), "nvidia_smi_path": str(smi), "fail_on_error": False}), \
+            mock.patch.object(basic.AnsibleModule, "run_command", FakeCommands(healthy_answers("h100x8"))), \
+            mock.patch.object(basic.AnsibleModule, "exit_json", _exit_json), \
+            mock.patch.object(basic.AnsibleModule, "fail_json", _fail_json), \
+            pytest.raises(ExitJson) as checked:
+        nvidia_gpu_check.main()
+    alone = checked.value.args[0]
+    assert read["host"]["checks"] == alone["checks"]
+    assert read["host"]["failed_checks"] == alone["failed_checks"] == []
+    assert read["host"]["nvidia_gpu"]["gpus"] == alone["nvidia_gpu"]["gpus"] and len(alone["nvidia_gpu"]["gpus"]) == 8
+
+
+def test_no_container_runs_when_the_host_check_shows_no_gpu(tmp_path):
+    commands = FakeCommands(container_answers())
+    missing_root = tmp_path / "empty"
+    missing_root.mkdir()
+    smi = tmp_path / "nvidia-smi"
+    smi.write_text("#!/bin/sh\nexit 99\n")
+    smi.chmod(0o755)
+    commands.answers[("--query-gpu=" + ",".join(QUERY_GPU_FIELDS), "--format=csv,noheader,nounits")] = (
+        9, "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver.\n", "")
+    result = run({"host_check": {"host_root": str(missing_root), "nvidia_smi_path": str(smi)}, "container_run": CONTAINER}, commands)
+    assert result["host"]["nvidia_gpu"]["gpus"] == []
+    assert result["container_run"]["ran"] is False and result["container_run"]["why"] == "gpus"
+
+
+def test_a_missing_host_root_is_refused(tmp_path):
+    result = run({"host_check": {"host_root": str(tmp_path / "nowhere")}}, FakeCommands())
+    assert result["failed"] is True
+    assert result["msg"] == "host_check.host_root is %r: it must be an existing directory (/ for this host)" % str(tmp_path / "nowhere")
+
+
+def test_reading_changes_nothing_in_check_mode(tmp_path):
+    config = tmp_path / "config.toml"
+    config.write_text("x = 1\n")
+    before = os.stat(config)
+    result = run({"files": {"c": str(config)}, "_ansible_check_mode": True}, FakeCommands())
+    assert result["changed"] is False and result["files"]["c"]["exists"] is True
+    assert os.stat(config).st_mtime == before.st_mtime
