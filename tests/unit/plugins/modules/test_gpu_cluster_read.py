@@ -6,15 +6,11 @@ import ssl
 import subprocess
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from unittest import mock
-
 import pytest
-from ansible.module_utils import basic
-from ansible.module_utils.testing import patch_module_args
 
 from ansible_collections.gpufleet.node.plugins.modules import gpu_cluster_read
 
-from test_nvidia_gpu_check import ExitJson, FailJson, _exit_json, _fail_json
+from module_runner import run_module
 
 TOKEN = "s3cret-token"
 NODES = {"kind": "NodeList", "items": [{"metadata": {"name": "gpu-1", "labels": {"node-role.kubernetes.io/gpu": "true"}}}]}
@@ -75,15 +71,8 @@ def kubeconfig(tmp_path, server, ca, token=TOKEN):
 
 
 def run(args):
-    with patch_module_args(dict({"pod_namespace": "nvidia-device-plugin",
-                                 "pod_label_selector": "app.kubernetes.io/name=nvidia-device-plugin"}, **args)), \
-            mock.patch.object(basic.AnsibleModule, "exit_json", _exit_json), \
-            mock.patch.object(basic.AnsibleModule, "fail_json", _fail_json):
-        try:
-            gpu_cluster_read.main()
-        except (ExitJson, FailJson) as outcome:
-            return outcome.args[0]
-    raise AssertionError("module neither exited nor failed")
+    return run_module(gpu_cluster_read.main, dict({"pod_namespace": "nvidia-device-plugin",
+                                                   "pod_label_selector": "app.kubernetes.io/name=nvidia-device-plugin"}, **args))
 
 
 def test_it_reads_the_nodes_and_the_selected_pods_as_the_api_serves_them(tmp_path, api):

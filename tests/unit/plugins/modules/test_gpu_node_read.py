@@ -6,14 +6,13 @@ import socket
 from unittest import mock
 
 import pytest
-from ansible.module_utils import basic
-from ansible.module_utils.testing import patch_module_args
 
 from ansible_collections.gpufleet.node.plugins.module_utils._nvidia_parsers import QUERY_GPU_FIELDS
 from ansible_collections.gpufleet.node.plugins.modules import gpu_node_read, nvidia_gpu_check
 
 from gpusim_helpers import build_profile
-from test_nvidia_gpu_check import ExitJson, FailJson, FakeCommands, _exit_json, _fail_json, healthy_answers
+from module_runner import run_module
+from test_nvidia_gpu_check import FakeCommands, healthy_answers
 
 DUMP_V2 = """version = 2
 [plugins."io.containerd.grpc.v1.cri".containerd]
@@ -38,16 +37,8 @@ CONTAINER = {"containerd_config": "/etc/containerd/config.toml", "handler": "nvi
 
 
 def run(args, commands):
-    with patch_module_args(args), \
-            mock.patch.object(basic.AnsibleModule, "run_command", commands), \
-            mock.patch.object(basic.AnsibleModule, "get_bin_path", lambda self, name, required=False, opt_dirs=None: "/usr/bin/" + name), \
-            mock.patch.object(basic.AnsibleModule, "exit_json", _exit_json), \
-            mock.patch.object(basic.AnsibleModule, "fail_json", _fail_json):
-        try:
-            gpu_node_read.main()
-        except (ExitJson, FailJson) as outcome:
-            return outcome.args[0]
-    raise AssertionError("module neither exited nor failed")
+    return run_module(gpu_node_read.main, args, run_command=commands,
+                      get_bin_path=lambda self, name, required=False, opt_dirs=None: "/usr/bin/" + name)
 
 
 def container_answers(dump=DUMP_V2, image_listed=True, run_output="GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-1)\n"):
@@ -196,13 +187,8 @@ def test_the_host_check_is_the_one_of_nvidia_gpu_check(tmp_path):
     smi.write_text("#!/bin/sh\nexit 99\n")
     smi.chmod(0o755)
     read = run({"host_check": {"host_root": str(root), "nvidia_smi_path": str(smi)}}, FakeCommands(healthy_answers("h100x8")))
-    with patch_module_args({"host_root": str(root), "nvidia_smi_path": str(smi), "fail_on_error": False}), \
-            mock.patch.object(basic.AnsibleModule, "run_command", FakeCommands(healthy_answers("h100x8"))), \
-            mock.patch.object(basic.AnsibleModule, "exit_json", _exit_json), \
-            mock.patch.object(basic.AnsibleModule, "fail_json", _fail_json), \
-            pytest.raises(ExitJson) as checked:
-        nvidia_gpu_check.main()
-    alone = checked.value.args[0]
+    alone = run_module(nvidia_gpu_check.main, {"host_root": str(root), "nvidia_smi_path": str(smi), "fail_on_error": False},
+                       run_command=FakeCommands(healthy_answers("h100x8")))
     assert read["host"]["checks"] == alone["checks"]
     assert read["host"]["failed_checks"] == alone["failed_checks"] == []
     assert read["host"]["nvidia_gpu"]["gpus"] == alone["nvidia_gpu"]["gpus"] and len(alone["nvidia_gpu"]["gpus"]) == 8

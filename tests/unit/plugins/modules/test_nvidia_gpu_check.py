@@ -16,7 +16,6 @@ from unittest import mock
 
 import pytest
 from ansible.module_utils import basic
-from ansible.module_utils.testing import patch_module_args
 
 from ansible_collections.gpufleet.node.plugins.module_utils import _nvidia_health as health
 from ansible_collections.gpufleet.node.plugins.module_utils import _nvidia_parsers as parsers
@@ -24,31 +23,13 @@ from ansible_collections.gpufleet.node.plugins.module_utils._nvidia_parsers impo
 from ansible_collections.gpufleet.node.plugins.modules import nvidia_gpu_check
 
 from gpusim_helpers import build_profile, fixture_text, gpusim, profile_data
+from module_runner import run_module
 
 QUERY_ARGS = ["--query-gpu=" + ",".join(QUERY_GPU_FIELDS), "--format=csv,noheader,nounits"]
 
 
 # Check ids seen failing (or warning, for the warn-only dev_char_symlinks_present) by the tests of this file.
 NOT_PASSING = set()
-
-
-class ExitJson(Exception):
-    pass
-
-
-class FailJson(Exception):
-    pass
-
-
-def _exit_json(self, **kwargs):
-    kwargs.setdefault("changed", False)
-    raise ExitJson(kwargs)
-
-
-def _fail_json(self, msg, **kwargs):
-    kwargs["failed"] = True
-    kwargs["msg"] = msg
-    raise FailJson(kwargs)
 
 
 class FakeCommands:
@@ -96,19 +77,11 @@ def healthy_answers(name):
 def run(args, commands, check_mode=False):
     if check_mode:
         args = dict(args, _ansible_check_mode=True)
-    with patch_module_args(args), \
-            mock.patch.object(basic.AnsibleModule, "run_command", commands), \
-            mock.patch.object(basic.AnsibleModule, "exit_json", _exit_json), \
-            mock.patch.object(basic.AnsibleModule, "fail_json", _fail_json):
-        try:
-            nvidia_gpu_check.main()
-        except (ExitJson, FailJson) as outcome:
-            result = outcome.args[0]
-            for item in result.get("checks", []):
-                if item["status"] in ("fail", "warn"):
-                    NOT_PASSING.add(item["id"])
-            return result
-    raise AssertionError("module neither exited nor failed")
+    result = run_module(nvidia_gpu_check.main, args, run_command=commands)
+    for item in result.get("checks", []):
+        if item["status"] in ("fail", "warn"):
+            NOT_PASSING.add(item["id"])
+    return result
 
 
 def statuses(result):

@@ -1,0 +1,34 @@
+"""Runs a module's main() in-process with given arguments and returns what it exited or failed with."""
+from __future__ import annotations
+
+from contextlib import ExitStack
+from unittest import mock
+
+from ansible.module_utils import basic
+from ansible.module_utils.testing import patch_module_args
+
+
+class ModuleExit(Exception):
+    pass
+
+
+def _exit_json(self, **kwargs):
+    kwargs.setdefault("changed", False)
+    raise ModuleExit(kwargs)
+
+
+def _fail_json(self, msg, **kwargs):
+    raise ModuleExit(dict(kwargs, failed=True, msg=msg))
+
+
+def run_module(main, args, **module_methods):
+    """main() of a module with args; module_methods replace AnsibleModule methods (run_command, get_bin_path...)."""
+    with ExitStack() as stack:
+        stack.enter_context(patch_module_args(args))
+        for name, replacement in dict(module_methods, exit_json=_exit_json, fail_json=_fail_json).items():
+            stack.enter_context(mock.patch.object(basic.AnsibleModule, name, replacement))
+        try:
+            main()
+        except ModuleExit as outcome:
+            return outcome.args[0]
+    raise AssertionError("module neither exited nor failed")
