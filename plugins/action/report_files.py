@@ -57,7 +57,7 @@ class ActionModule(ActionBase):
 
     def run(self, tmp=None, task_vars=None):
         result = super(ActionModule, self).run(tmp, task_vars)
-        _, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
+        args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)[1]
         dest = os.path.expanduser(args['dest'])
         mode, dir_mode = _octal('mode', args['mode']), _octal('dir_mode', args['dir_mode'])
         bad = [name for name in args['files'] if not name or os.path.basename(name) != name or name in ('.', '..')]

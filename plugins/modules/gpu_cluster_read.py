@@ -45,11 +45,13 @@ options:
 attributes:
   check_mode:
     support: full
-    details: It only reads; it runs the same in check mode.
+    description: It only reads; it runs the same in check mode.
   diff_mode:
     support: none
-  platform:
-    platforms: posix
+    description: It changes nothing, so there is nothing to show.
+  idempotent:
+    support: full
+    description: It changes nothing.
 '''
 
 EXAMPLES = r'''

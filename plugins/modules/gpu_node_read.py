@@ -113,11 +113,13 @@ options:
 attributes:
   check_mode:
     support: full
-    details: It only reads (the container of O(container_run) is removed when it exits); it runs the same in check mode.
+    description: It only reads (the container of O(container_run) is removed when it exits); it runs the same in check mode.
   diff_mode:
     support: none
-  platform:
-    platforms: debian
+    description: It changes nothing, so there is nothing to show.
+  idempotent:
+    support: full
+    description: It changes nothing.
 '''
 
 EXAMPLES = r'''

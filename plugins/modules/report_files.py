@@ -40,15 +40,19 @@ options:
 attributes:
   action:
     support: full
+    description: It is an action plugin that writes on the controller; no module runs on a host.
   async:
     support: none
+    description: It runs on the controller in the task's own process.
   check_mode:
     support: full
-    details: Reports what it would change and writes nothing.
+    description: Reports what it would change and writes nothing.
   diff_mode:
     support: none
-  platform:
-    platforms: posix
+    description: The reports are the run's output; no diff is shown.
+  idempotent:
+    support: full
+    description: A file is written only when its content differs.
 '''
 
 EXAMPLES = r'''

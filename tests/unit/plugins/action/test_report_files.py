@@ -37,12 +37,12 @@ def test_it_writes_each_file_with_its_mode_and_a_rerun_changes_nothing(tmp_path)
     assert stat.S_IMODE(reports.stat().st_mode) == 0o750
     again, stats = play(tmp_path, files)
     assert again["changed"] is False and again["changed_files"] == [] and stats["changed"] == 0
-    changed, _ = play(tmp_path, dict(files, **{"report.md": "# Report 2\n"}))
+    changed = play(tmp_path, dict(files, **{"report.md": "# Report 2\n"}))[0]
     assert changed["changed_files"] == ["report.md"] and (reports / "report.md").read_text() == "# Report 2\n"
 
 
 def test_check_mode_writes_nothing(tmp_path):
-    result, _ = play(tmp_path, {"report.md": "x\n"}, check=True)
+    result = play(tmp_path, {"report.md": "x\n"}, check=True)[0]
     assert result["changed"] is True and result["changed_files"] == ["report.md"]
     assert not (tmp_path / "reports").exists()
 

@@ -82,7 +82,7 @@ def test_it_reads_the_nodes_and_the_selected_pods_as_the_api_serves_them(tmp_pat
     assert not result.get("failed"), result.get("msg")
     assert result["changed"] is False
     assert result["nodes"] == NODES["items"] and result["pods"] == PODS["items"]
-    assert [path for path, _ in FakeApi.seen] == [
+    assert [seen[0] for seen in FakeApi.seen] == [
         "/api/v1/nodes", "/api/v1/namespaces/nvidia-device-plugin/pods?labelSelector=app.kubernetes.io%2Fname%3Dnvidia-device-plugin"]
 
 
@@ -95,7 +95,7 @@ def test_a_refused_read_fails_with_the_api_answer(tmp_path, api):
 
 
 def test_an_untrusted_server_is_refused(tmp_path, api):
-    server, _ = api
+    server = api[0]
     other_ca = tmp_path / "other.crt"
     subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=other",
                     "-keyout", str(tmp_path / "other.key"), "-out", str(other_ca)], check=True, capture_output=True)
