@@ -42,16 +42,8 @@ options:
     description: Seconds each API request may take.
     type: int
     default: 30
-attributes:
-  check_mode:
-    support: full
-    description: It only reads; it runs the same in check mode.
-  diff_mode:
-    support: none
-    description: It changes nothing, so there is nothing to show.
-  idempotent:
-    support: full
-    description: It changes nothing.
+extends_documentation_fragment:
+  - gpufleet.node.read_only
 '''
 
 EXAMPLES = r'''

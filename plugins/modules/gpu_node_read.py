@@ -110,16 +110,8 @@ options:
     description: Seconds each command may run.
     type: int
     default: 60
-attributes:
-  check_mode:
-    support: full
-    description: It only reads (the container of O(container_run) is removed when it exits); it runs the same in check mode.
-  diff_mode:
-    support: none
-    description: It changes nothing, so there is nothing to show.
-  idempotent:
-    support: full
-    description: It changes nothing.
+extends_documentation_fragment:
+  - gpufleet.node.read_only
 '''
 
 EXAMPLES = r'''
