@@ -8,18 +8,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-
-def cmdline_flag(cmdline, name):
-    """Value of ``--name=value`` or ``--name value`` in a NUL-separated command line; the last one wins, '' if absent."""
-    args = cmdline.split('\x00')
-    flag = '--' + name
-    value = ''
-    for index, arg in enumerate(args):
-        if arg.startswith(flag + '='):
-            value = arg[len(flag) + 1:]
-        elif arg == flag:
-            value = args[index + 1] if index + 1 < len(args) else ''
-    return value
+from ansible_collections.gpufleet.node.plugins.module_utils._cmdline import cmdline_flag
 
 
 class FilterModule(object):

@@ -170,11 +170,13 @@ container_run:
   type: dict
 '''
 
+import json
 import os
 import re
 import stat
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.gpufleet.node.plugins.module_utils._cmdline import cmdline_flag
 from ansible_collections.gpufleet.node.plugins.module_utils._nvidia_health import Gatherer, host_report
 from ansible_collections.gpufleet.node.plugins.module_utils._run import CommandRunner
 
@@ -215,20 +217,14 @@ def stat_path(path):
     return {'path': path, 'exists': True, 'type': kind}
 
 
-def flag_value(cmdline, name):
-    """The value of --name in a command line (as --name=value or --name value), '' when absent."""
-    for index, arg in enumerate(cmdline):
-        if arg.startswith('--%s=' % name):
-            return arg.split('=', 1)[1]
-        if arg == '--' + name and index + 1 < len(cmdline):
-            return cmdline[index + 1]
-    return ''
-
-
 def config_cgroup_driver(text):
-    """cgroupDriver of a KubeletConfiguration (YAML, read without a YAML library: one top-level key)."""
-    match = re.search(r'^cgroupDriver:\s*["\']?([A-Za-z0-9_-]+)', text, re.MULTILINE)
-    return match.group(1) if match else ''
+    """cgroupDriver of a KubeletConfiguration, in JSON or in YAML (read without a YAML library: one top-level key)."""
+    try:
+        config = json.loads(text)
+    except ValueError:
+        match = re.search(r'^cgroupDriver:\s*["\']?([A-Za-z0-9_-]+)', text, re.MULTILINE)
+        return match.group(1) if match else ''
+    return str(config.get('cgroupDriver') or '') if isinstance(config, dict) else ''
 
 
 def read_kubelet(runner, service):
@@ -240,10 +236,10 @@ def read_kubelet(runner, service):
         return kubelet
     raw = read_file(os.path.join(PROC_ROOT, str(pid), 'cmdline'))['content']
     kubelet['cmdline'] = [arg for arg in raw.split('\0') if arg]
-    kubelet['config_path'] = flag_value(kubelet['cmdline'], 'config')
+    kubelet['config_path'] = cmdline_flag(raw, 'config')
     if kubelet['config_path']:
         kubelet['config'] = read_file(kubelet['config_path'])['content']
-    from_flag = flag_value(kubelet['cmdline'], 'cgroup-driver')
+    from_flag = cmdline_flag(raw, 'cgroup-driver')
     if from_flag:
         kubelet.update(cgroup_driver=from_flag, cgroup_driver_source='--cgroup-driver')
     elif config_cgroup_driver(kubelet['config']):

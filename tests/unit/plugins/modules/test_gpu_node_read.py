@@ -113,6 +113,8 @@ SHOW_KUBELET = ("systemctl", "show", "--property", "MainPID", "--value", "kubele
     (["--cgroup-driver", "cgroupfs"], None, "cgroupfs", "--cgroup-driver"),
     (["--config={config}"], "kind: KubeletConfiguration\ncgroupDriver: systemd\n", "systemd", "cgroupDriver in {config}"),
     (["--config", "{config}"], "kind: KubeletConfiguration\n", "", ""),
+    (["--config={config}"], '{"kind": "KubeletConfiguration", "cgroupDriver": "cgroupfs"}', "cgroupfs", "cgroupDriver in {config}"),
+    (["--cgroup-driver=cgroupfs", "--cgroup-driver=systemd"], None, "systemd", "--cgroup-driver"),
     ([], None, "", ""),
 ])
 def test_the_kubelet_cgroup_driver_is_its_flag_else_its_config_file(tmp_path, flags, config_text, driver, source):
