@@ -122,11 +122,14 @@ def delete_daemonset(apps: Any, core: Any, name: str) -> None:
 
 
 def pod_log(core: Any, name: str, namespace: str) -> str:
-    """The pod's log through its kubelet; '' while that kubelet is not answering (restarting)."""
+    """The pod's log through its kubelet; '' while there is none yet: the kubelet not answering
+    (restarting) or the container not started (the API answers 400 "... is waiting to start")."""
     try:
         return str(core.read_namespaced_pod_log(name, namespace))
     except ApiException as error:
         if error.status and (error.status >= 500 or error.status == 404):  # kubelet (re)starting
+            return ""
+        if error.status == 400 and "is waiting to start" in str(error.body):
             return ""
         raise
 
@@ -217,7 +220,7 @@ def test_wrong_hostpath_means_no_gpus(lab_nodes: dict[str, NodeSpec], k8s: Any, 
         pod = wait("the wrongly mounted plugin pod running",
                    lambda: (p := plugin_pod(core, ds)) is not None and p.status.phase == "Running" and p)
         wait("the plugin logging that it has no kubelet socket", lambda: "no kubelet socket at"
-             in core.read_namespaced_pod_log(pod.metadata.name, NS), timeout=60)
+             in pod_log(core, pod.metadata.name, NS), timeout=60)
         time.sleep(15)  # give a registration every chance to happen
         log = core.read_namespaced_pod_log(pod.metadata.name, NS)
         assert "registered" not in log
