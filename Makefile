@@ -91,8 +91,8 @@ sanity: venv  ## ansible-test sanity on the collection, no ignore files
 units: venv collection  ## unit tests (pytest)
 	$(BIN)/pytest tests/unit
 
-# The onboard scenario runs the main job from the installed Galaxy artifact.
-molecule: venv collection images $(if $(filter onboard,$(SCENARIO)),artifact)  ## one scenario: make molecule SCENARIO=name
+# The onboard_fleet scenario runs the main job from the installed Galaxy artifact.
+molecule: venv collection images $(if $(filter onboard_fleet,$(SCENARIO)),artifact)  ## one scenario: make molecule SCENARIO=name
 	$(BIN)/molecule test -s $(SCENARIO)
 
 molecules: venv collection images artifact  ## every molecule scenario

@@ -33,16 +33,16 @@ BUILD_STAGES = ["venv", "collection", "artifact", "images"]
 KUBE_BUILD_STAGE = "kube-binaries"  # the Kubernetes lanes need it; the host lanes do not
 # The Kubernetes lanes, longest scenario first; kubelab-test is the lab's own tests.
 KUBE_LANES = {
-    "kube": ["molecule upgrade"],
-    "kube2": ["molecule node_join", "kubelab-test"],
-    "kube3": ["molecule onboard"],
+    "kube": ["molecule upgrade_driver_rolling"],
+    "kube2": ["molecule gpu_node_join_cluster", "kubelab-test"],
+    "kube3": ["molecule onboard_fleet"],
 }
 # Minutes a stage usually takes alone on 2 cores, to share the host stages out between two lanes.
 HOST_MINUTES = {
-    "lint": 1.6, "sanity": 0.5, "units": 0.5, "molecule driver_upgrade": 3.9, "molecule containerd_v2": 3.7,
-    "molecule gpu_check": 2.9, "molecule driver_install": 2.9, "molecule driver_gpusim": 2.7,
-    "molecule driver_bad_input": 2.5, "molecule containerd_v1": 2.4, "molecule lab_base": 1.5,
-    "molecule toolkit": 1.5, "molecule containerd_toolkit_bad_input": 1.3,
+    "lint": 1.6, "sanity": 0.5, "units": 0.5, "molecule nvidia_driver_upgrade": 3.9, "molecule containerd_nvidia_v2": 3.7,
+    "molecule nvidia_gpu_check_hosts": 2.9, "molecule nvidia_driver_install": 2.9, "molecule nvidia_driver_gpusim": 2.7,
+    "molecule nvidia_driver_bad_input": 2.5, "molecule containerd_nvidia_v1": 2.4, "molecule default": 1.5,
+    "molecule container_toolkit_install": 1.5, "molecule containerd_nvidia_bad_input": 1.3,
 }
 
 
@@ -65,7 +65,7 @@ def lab_env(index: int) -> dict[str, str]:
 
 
 def molecule_scenarios() -> list[str]:
-    return sorted(path.parent.name for path in (REPO / "molecule").glob("*/molecule.yml"))
+    return sorted(path.parent.name for path in (REPO / "extensions" / "molecule").glob("*/molecule.yml"))
 
 
 def argv_of(stage: str) -> list[str]:

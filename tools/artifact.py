@@ -6,7 +6,7 @@
 checkout by default); ``DEST/collections`` holds it installed as a user installs it, with every collection
 galaxy.yml depends on. Galaxy is not reachable from the test lab, so the dependencies are installed offline
 from the collections the pinned ``ansible`` bundle ships, never from the checkout. The molecule scenario
-``onboard`` runs the main job from that install.
+``onboard_fleet`` runs the main job from that install.
 """
 from __future__ import annotations
 

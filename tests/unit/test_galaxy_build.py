@@ -24,7 +24,7 @@ LEFT_BY_RUNS = (
 )
 NOT_SHIPPED = (
     ".ansible/", ".build/", ".ci/", ".config/", ".git/", ".pytest_cache/", ".venv/", "context/", "inventories/lab/",
-    "lab/", "molecule/", "reports/", "tests/", "tools/", "Makefile", "pytest.ini", "requirements-dev.txt",
+    "lab/", "extensions/", "reports/", "tests/", "tools/", "Makefile", "pytest.ini", "requirements-dev.txt",
     "ansible.cfg", ".ansible-lint", ".yamllint",
 )
 SHIPPED = (

@@ -170,7 +170,7 @@ def test_standin_cdi_generate_fails_without_a_working_driver(repo: Path, tmp_pat
 
 
 def test_standin_cdi_generate_reads_a_bare_tree_without_kit(repo: Path, tmp_path: Path):
-    """molecule/toolkit's hand-made host (no gpusim kit): module version file and dev/nvidia<N> nodes."""
+    """extensions/molecule/container_toolkit_install's hand-made host (no gpusim kit): module version file and dev/nvidia<N> nodes."""
     ctk = _ctk(repo, tmp_path)
     host = tmp_path / "host"
     (host / "sys" / "module" / "nvidia").mkdir(parents=True)

@@ -21,7 +21,7 @@ from ansible_collections.gpufleet.node.plugins.modules import nvidia_gpu_check
 
 from gpusim_helpers import FIXTURES, KIT, PROFILES, REPO, build_profile, gpusim, install_host_userspace, profile_data, requires_mknod
 
-SCENARIO_VARS = yaml.safe_load((REPO / "molecule" / "gpu_check" / "vars" / "expectations.yml").read_text())
+SCENARIO_VARS = yaml.safe_load((REPO / "extensions" / "molecule" / "nvidia_gpu_check_hosts" / "vars" / "expectations.yml").read_text())
 
 
 def test_profiles_exist_and_are_machine_readable():
@@ -181,7 +181,7 @@ def run_module(args):
 
 @pytest.mark.parametrize("case", SCENARIO_VARS["gpu_check_profiles"], ids=lambda case: case["name"])
 def test_module_on_simulated_hosts_matches_the_scenario_expectations(tmp_path, case):
-    """The same expectations molecule/gpu_check asserts in a container, here on the local file system."""
+    """The same expectations extensions/molecule/nvidia_gpu_check_hosts asserts in a container, here on the local file system."""
     root = build_profile(case["name"], tmp_path / "sim")
     result = run_module(dict(case["options"], host_root=str(root), nvidia_smi_path=str(tmp_path / "sim" / "bin" / "nvidia-smi"),
                              fail_on_error=False))

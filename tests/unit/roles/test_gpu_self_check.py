@@ -1,7 +1,7 @@
 """gpu-self-check (roles/gpu_self_check/files): the Node patch of its verdict, and the kubeconfig it reads.
 
 The program runs on the node with the kubelet's credentials; its end-to-end test against the lab's API server
-(NodeRestriction on) is in molecule/onboard/fleet_check.yml.
+(NodeRestriction on) is in extensions/molecule/onboard_fleet/fleet_check.yml.
 """
 from __future__ import annotations
 

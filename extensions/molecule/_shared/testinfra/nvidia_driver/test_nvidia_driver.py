@@ -1,4 +1,4 @@
-"""The host state nvidia_driver leaves, read on the node (testinfra): shared by driver_install and driver_upgrade.
+"""The host state nvidia_driver leaves, read on the node (testinfra): shared by nvidia_driver_install and nvidia_driver_upgrade.
 
 What each scenario expects is in its ``vars/expected_driver.yml``: ``packages`` (name: exact Debian
 version), ``suites`` of the role's source, ``newer_version_available`` (the archive carries another version
