@@ -14,7 +14,7 @@ export ANSIBLE_COLLECTIONS_PATH := $(CURDIR)/.build/collections
 export PY_COLORS := 0
 export ANSIBLE_FORCE_COLOR := 0
 # The Kubernetes lab the scenarios use writes its inventory here (tests/run_stages.py runs a second lab elsewhere).
-export GPUFLEET_LAB_INVENTORY_DIR ?= $(CURDIR)/inventories/lab
+export GPUFLEET_LAB_INVENTORY_DIR ?= $(CURDIR)/.build/lab/inventory
 
 .PHONY: help venv collection docker images kube-binaries lab-up lab-down demo bench kubelab-test lint yamllint ansible-lint docs-lint changelog-lint sanity units molecule molecules test build artifact docs changelog ee-context clean
 
@@ -59,7 +59,7 @@ demo: venv collection images kube-binaries  ## the main job: onboard two simulat
 	  IFS=: read -r name profile root <<< "$$spec"; \
 	  lab/labctl kube node add "$$name" --gpu-profile "$$profile" $${root:+--kubelet-root-dir "$$root"}; \
 	done
-	$(BIN)/ansible-playbook -i inventories/lab playbooks/onboard.yml -l gpu_new
+	$(BIN)/ansible-playbook -i .build/lab/inventory playbooks/onboard.yml -l gpu_new
 	lab/labctl kube kubectl get nodes -L gpu-tier \
 	  -o custom-columns='NODE:.metadata.name,STATUS:.status.conditions[-1].type,GPU:.status.allocatable.nvidia\.com/gpu,TIER:.metadata.labels.gpu-tier,DRIVER:.metadata.labels.gpufleet\.io/nvidia-driver,TAINTS:.spec.taints[*].key'
 	@echo "Report: reports/onboard-summary.md. Tear the lab down with: make lab-down"

@@ -29,7 +29,7 @@ from kubelab import standins
 
 REPO = Path(__file__).resolve().parents[2]
 LABCTL = str(REPO / "lab" / "labctl")
-INVENTORY = os.environ.get("GPUFLEET_LAB_INVENTORY_DIR") or str(REPO / "inventories" / "lab")
+INVENTORY = os.environ.get("GPUFLEET_LAB_INVENTORY_DIR") or str(REPO / ".build" / "lab" / "inventory")
 PLAYBOOKS = REPO / "lab" / "bench"
 PROFILE = "h100x8"
 FLEET = ["bench-1", "bench-2", "bench-3", "bench-4"]

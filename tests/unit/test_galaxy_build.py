@@ -18,12 +18,12 @@ import artifact as artifact_tool  # tools/artifact.py (pytest.ini puts tools/ on
 REPO = Path(__file__).resolve().parents[2]
 # What a checkout holds after the lab, the tests and a run have been used in it.
 LEFT_BY_RUNS = (
-    "inventories/lab/hosts.yml", "inventories/lab/group_vars/gpu_nodes.yml", "reports/onboard-summary.json",
+    ".build/lab/inventory/hosts.yml", ".build/lab/inventory/group_vars/gpu_nodes.yml", "reports/onboard-summary.json",
     ".build/test-logs/units.log", ".pytest_cache/v/cache/lastfailed", "context/_build/requirements.yml",
     "gpufleet-node-0.0.9.tar.gz", ".ansible/collections/x", "tests/output/junit.xml",
 )
 NOT_SHIPPED = (
-    ".ansible/", ".build/", ".ci/", ".config/", ".git/", ".pytest_cache/", ".venv/", "context/", "inventories/lab/",
+    ".ansible/", ".build/", ".ci/", ".config/", ".git/", ".pytest_cache/", ".venv/", "context/",
     "lab/", "extensions/", "reports/", "tests/", "tools/", "Makefile", "pytest.ini", "requirements-dev.txt",
     "ansible.cfg", ".ansible-lint", ".yamllint",
 )
