@@ -25,11 +25,11 @@ from pathlib import Path
 from typing import Callable
 
 from gpufleet_lab import apt_mirror
-from kubelab import standins
+from kubelab import inventory, standins
 
 REPO = Path(__file__).resolve().parents[2]
 LABCTL = str(REPO / "lab" / "labctl")
-INVENTORY = os.environ.get("GPUFLEET_LAB_INVENTORY_DIR") or str(REPO / ".build" / "lab" / "inventory")
+INVENTORY = str(inventory.default_dir())
 PLAYBOOKS = REPO / "lab" / "bench"
 PROFILE = "h100x8"
 FLEET = ["bench-1", "bench-2", "bench-3", "bench-4"]
