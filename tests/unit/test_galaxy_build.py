@@ -25,7 +25,7 @@ LEFT_BY_RUNS = (
 NOT_SHIPPED = (
     ".ansible/", ".build/", ".ci/", ".config/", ".git/", ".pytest_cache/", ".venv/", "context/",
     "lab/", "extensions/", "reports/", "tests/", "tools/", "Makefile", "pytest.ini", "requirements-dev.txt",
-    "ansible.cfg", ".ansible-lint", ".yamllint",
+    "ansible.cfg", ".ansible-lint", ".ansible-lint-ignore", ".yamllint",
 )
 SHIPPED = (
     "MANIFEST.json", "FILES.json", "README.md", "CHANGELOG.md", "COPYING", "meta/runtime.yml", "requirements.yml",

@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 REPO = Path(__file__).resolve().parents[2]
-ROLE = REPO / "roles" / "nvidia_driver"
+COMMON = REPO / "roles" / "_common"
 
 # An action plugin that sets the platform facts of a case, as the setup module would on a real host.
 FACTS_PLUGIN = '''
@@ -68,8 +68,13 @@ PLAYBOOK = '''
           primary: "{{ __nvidia_driver_primary_package }}"
           repository: "{{ __nvidia_driver_repository }}"
           problems: "{{ __nvidia_driver_resolve_problems }}"
-          preferences: "{{ lookup('ansible.builtin.template', role_dir ~ '/templates/apt-preferences.j2') }}"
-          unattended: "{{ lookup('ansible.builtin.template', role_dir ~ '/templates/unattended-upgrades.j2') }}"
+          # The files the role writes through gpufleet.node._common's pin and hold, with the values it passes.
+          preferences: "{{ lookup('ansible.builtin.template', common_dir ~ '/templates/apt-preferences.j2') }}"
+          unattended: "{{ lookup('ansible.builtin.template', common_dir ~ '/templates/unattended-upgrades.j2') }}"
+        _common_role: nvidia_driver
+        _common_subject: "NVIDIA driver {{ nvidia_driver_version }}"
+        _common_pin_packages: "{{ __nvidia_driver_packages }}"
+        _common_hold_packages: "{{ __nvidia_driver_packages.keys() | list }}"
 '''
 
 
@@ -141,7 +146,7 @@ def rendered(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
     env.pop("ANSIBLE_CONFIG", None)
     proc = subprocess.run(
         [str(ansible_playbook), "-i", str(work / "inventory.yml"), str(work / "playbook.yml"),
-         "-e", json.dumps({"out_dir": str(out), "role_dir": str(ROLE)})],
+         "-e", json.dumps({"out_dir": str(out), "common_dir": str(COMMON)})],
         cwd=work, env=env, capture_output=True, text=True, timeout=600, check=False,
     )
     assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-3000:]
@@ -200,7 +205,7 @@ def test_noble_archive_precompiled_module_is_held_not_pinned(rendered: dict) -> 
     name = "linux-modules-nvidia-535-server-6.8.0-51-generic"
     assert case["packages"][name] == ""
     assert f"Package: {name}\n" not in case["preferences"]
-    assert f"Held but not pinned (versioned by the kernel, not by the driver): {name}" in case["preferences"]
+    assert f"Held but not pinned (no version of their own to pin): {name}" in case["preferences"]
     assert '"^linux-modules-nvidia-535-server-6[.]8[.]0-51-generic$";' in case["unattended"]
 
 
