@@ -65,6 +65,7 @@ def render_group_vars(settings: LabSettings) -> dict[str, Any]:
         "container_toolkit_version": "1.17.8-1",
         "containerd_nvidia_version": "1.6.20~ds1-1+deb12u3",
         "containerd_nvidia_mode": "runtimeclass",
+        "gpu_node_join_runtime_class": True,
         # Containers have no kernel: the driver role installs user space only, and reloads the
         # SIMULATED kernel module through its documented hook (gpusim follows the installed driver
         # only on a reload, and refuses while a simulated client holds the module).
@@ -74,11 +75,9 @@ def render_group_vars(settings: LabSettings) -> dict[str, Any]:
         # the driver's clients and loads the installed driver's module.
         "upgrade_driver_reboot_command": [f"{GPUSIM_PREFIX}/bin/gpusim", "reboot"],
         # SIMULATED GPU host (lab/gpusim): no kernel driver in a container.
-        "nvidia_driver_check_host_root": f"{GPUSIM_PREFIX}/root",
-        "nvidia_driver_check_nvidia_smi_path": f"{GPUSIM_PREFIX}/bin/nvidia-smi",
-        "container_toolkit_host_root": f"{GPUSIM_PREFIX}/root",
-        "gpu_node_join_gpu_check_host_root": f"{GPUSIM_PREFIX}/root",
-        "gpu_node_join_gpu_check_nvidia_smi_path": f"{GPUSIM_PREFIX}/bin/nvidia-smi",
+        # Set once for the fleet: every role and playbook that reads the host's GPU layer follows them.
+        "gpufleet_host_root": f"{GPUSIM_PREFIX}/root",
+        "gpufleet_nvidia_smi_path": f"{GPUSIM_PREFIX}/bin/nvidia-smi",
         # The runtime's log, where a refused device request shows (the real runtime logs there too).
         "container_toolkit_config": {"nvidia-container-runtime": {"debug": RUNTIME_LOG}},
         # STAND-IN NVIDIA container toolkit repository, unpacked into every lab node.

@@ -1,0 +1,91 @@
+"""onboard.yml's check that the layers agree (playbooks/templates/strategy_problems.j2), rendered by Ansible
+with the roles' own defaults: every disagreement is named before any host is changed, and the defaults agree."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+ROLES = ("container_toolkit", "containerd_nvidia", "gpu_node_join")
+
+PLAYBOOK = """
+- name: Render the agreement check of every case
+  hosts: all
+  gather_facts: false
+  tasks:
+    - name: Write the problems
+      ansible.builtin.copy:
+        content: "{{ lookup('ansible.builtin.template', template) }}"
+        dest: "{{ out_dir }}/{{ inventory_hostname }}.json"
+        mode: "0644"
+"""
+
+CASES: dict[str, dict] = {
+    "defaults": {},
+    "lab": {"containerd_nvidia_mode": "runtimeclass", "gpu_node_join_runtime_class": True},
+    "runtimeclass_without_runtime_class": {"containerd_nvidia_mode": "runtimeclass"},
+    "runtime_class_with_default_mode": {"gpu_node_join_runtime_class": True},
+    "envvar_secure_toolkit": {"gpu_node_join_device_list_strategy": "envvar"},
+    "envvar_accepted": {"gpu_node_join_device_list_strategy": "envvar",
+                        "container_toolkit_accept_envvar_when_unprivileged": True},
+}
+
+
+def _defaults() -> dict:
+    merged: dict = {}
+    for role in ROLES:
+        merged.update(yaml.safe_load((REPO / "roles" / role / "defaults/main.yml").read_text()) or {})
+    return merged
+
+
+@pytest.fixture(scope="module")
+def problems(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[str]]:
+    work = tmp_path_factory.mktemp("onboard_agreement")
+    (work / "playbook.yml").write_text(PLAYBOOK)
+    out = work / "out"
+    out.mkdir()
+    defaults = _defaults()
+    hosts = {name: {"ansible_connection": "local", **defaults, **overrides} for name, overrides in CASES.items()}
+    (work / "inventory.yml").write_text(yaml.safe_dump({"all": {"hosts": hosts}}))
+    ansible_playbook = Path(os.environ.get("VIRTUAL_ENV", REPO / ".venv")) / "bin" / "ansible-playbook"
+    if not ansible_playbook.exists():
+        ansible_playbook = Path(shutil.which("ansible-playbook") or "ansible-playbook")
+    env = dict(os.environ, ANSIBLE_GATHERING="explicit", ANSIBLE_RETRY_FILES_ENABLED="false", ANSIBLE_FORKS="8",
+               ANSIBLE_NOCOLOR="1", ANSIBLE_PYTHON_INTERPRETER=shutil.which("python3") or "python3")
+    env.pop("ANSIBLE_CONFIG", None)
+    proc = subprocess.run(
+        [str(ansible_playbook), "-i", str(work / "inventory.yml"), str(work / "playbook.yml"), "-e",
+         json.dumps({"out_dir": str(out), "template": str(REPO / "playbooks/templates/strategy_problems.j2")})],
+        cwd=work, env=env, capture_output=True, text=True, timeout=600, check=False,
+    )
+    assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-3000:]
+    return {name: json.loads((out / f"{name}.json").read_text()) for name in CASES}
+
+
+@pytest.mark.parametrize("case", ["defaults", "lab", "envvar_accepted"])
+def test_settings_that_agree_pass(problems: dict, case: str) -> None:
+    assert problems[case] == []
+
+
+def test_a_runtimeclass_containerd_needs_the_plugin_on_the_runtime_class(problems: dict) -> None:
+    assert problems["runtimeclass_without_runtime_class"] == [
+        "containerd_nvidia_mode is runtimeclass but gpu_node_join_runtime_class is false: the nvidia runtime is not "
+        "the default, so pods get GPUs only through a RuntimeClass; set gpu_node_join_runtime_class=true"]
+
+
+def test_a_runtime_class_needs_a_runtimeclass_containerd(problems: dict) -> None:
+    assert problems["runtime_class_with_default_mode"] == [
+        "containerd_nvidia_mode is default but gpu_node_join_runtime_class is true: "
+        "set gpu_node_join_runtime_class=true only with containerd_nvidia_mode=runtimeclass"]
+
+
+def test_the_envvar_strategy_needs_the_insecure_toolkit_setting(problems: dict) -> None:
+    [problem] = problems["envvar_secure_toolkit"]
+    assert problem.startswith("gpu_node_join_device_list_strategy=envvar needs "
+                              "container_toolkit_accept_envvar_when_unprivileged=true")
