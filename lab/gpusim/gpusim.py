@@ -555,6 +555,14 @@ def _rebuild_reason(prefix, profile, mode, reset):
     return None
 
 
+def default_recordings(profile_path):
+    """The recorded outputs: the kit's recordings/ on a node (install.yml copies them there), else, in the
+    repository, the project's fixtures of real NVIDIA outputs (tests/fixtures/nvidia), which they are."""
+    kit = os.path.join(os.path.dirname(os.path.abspath(profile_path)), os.pardir)
+    installed = os.path.join(kit, "recordings")
+    return installed if os.path.isdir(installed) else os.path.join(kit, os.pardir, os.pardir, "tests", "fixtures", "nvidia")
+
+
 def build(profile_path, prefix, check=False, reset=False, recordings=None, userspace=None, host_root="/"):
     """Build (or check) the tree of one profile under prefix; return (changed, actions).
 
@@ -563,8 +571,7 @@ def build(profile_path, prefix, check=False, reset=False, recordings=None, users
     if userspace not in (None,) + USERSPACE_MODES:
         raise GpusimError("--userspace is %r: one of %s" % (userspace, ", ".join(USERSPACE_MODES)))
     mode = userspace or userspace_mode(prefix)
-    recordings = recordings or os.path.join(os.path.dirname(os.path.abspath(profile_path)), os.pardir, "recordings")
-    recordings = os.path.normpath(recordings)
+    recordings = os.path.normpath(recordings or default_recordings(profile_path))
     root = os.path.join(prefix, "root")
     actions = []
     reason = _rebuild_reason(prefix, profile, mode, reset)

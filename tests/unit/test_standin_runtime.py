@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from gpusim_helpers import KIT, build_profile, install_host_userspace, profile_data, requires_mknod
+from gpusim_helpers import FIXTURES, build_profile, install_host_userspace, profile_data, requires_mknod
 
 STANDINS = Path(__file__).resolve().parents[2] / "tests" / "standins"
 VERSION = "1.17.8-1"
@@ -277,7 +277,7 @@ def _host(kind: str, tmp: Path) -> Path:
     elif kind == "not-loaded":
         requires_mknod()
         from gpusim_helpers import gpusim
-        gpusim.build(str(_not_loaded_profile(tmp)), str(prefix), recordings=str(KIT / "recordings"))
+        gpusim.build(str(_not_loaded_profile(tmp)), str(prefix), recordings=str(FIXTURES))
     elif kind == "no-userspace":
         install_host_userspace(tmp / "host-root", None)
         build_profile("h100x8", prefix, userspace="host", host_root=str(tmp / "host-root"))

@@ -2,7 +2,6 @@
 nvidia_gpu_check run for real (no mocks) against every profile."""
 from __future__ import annotations
 
-import filecmp
 import json
 import os
 import stat
@@ -39,13 +38,20 @@ def test_profiles_exist_and_are_machine_readable():
         assert len(set(mig_uuids)) == len(mig_uuids)
 
 
-def test_recordings_are_the_project_fixtures():
-    for path in sorted((KIT / "recordings").iterdir()):
-        assert filecmp.cmp(path, FIXTURES / path.name, shallow=False), path.name
+def test_every_recording_a_profile_replays_is_a_project_fixture():
+    # The kit has no copies: install.yml and gpusim.build take the recordings from tests/fixtures/nvidia.
+    assert not (KIT / "recordings").exists()
+    for name in PROFILES:
+        for recording in gpusim.load_profile(str(KIT / "profiles" / f"{name}.json"))["recordings"]:
+            assert (FIXTURES / recording).is_file(), f"{name}: {recording}"
+
+
+def test_the_builder_finds_the_fixtures_from_the_repository():
+    assert Path(gpusim.default_recordings(str(KIT / "profiles" / "h100x8.json"))).resolve() == FIXTURES.resolve()
 
 
 def test_h100_profile_matches_its_recorded_table():
-    table = (KIT / "recordings" / "smi-table_8xH100-80GB-HBM3_driver-565.57.01.txt").read_text()
+    table = (FIXTURES / "smi-table_8xH100-80GB-HBM3_driver-565.57.01.txt").read_text()
     data = profile_data("h100x8")
     assert f"Driver Version: {data['driver_version']}" in table
     for gpu in data["gpus"]:
@@ -128,9 +134,9 @@ def smi(prefix: Path, *args: str) -> subprocess.CompletedProcess:
 
 def test_stand_in_replays_recordings_verbatim(tmp_path):
     build_profile("a100x4-mig", tmp_path / "a100")
-    assert smi(tmp_path / "a100", "-L").stdout == (KIT / "recordings" / "smi-L_4xA100-SXM4-80GB_MIG-on-GPU0-4x1g.20gb.txt").read_text()
+    assert smi(tmp_path / "a100", "-L").stdout == (FIXTURES / "smi-L_4xA100-SXM4-80GB_MIG-on-GPU0-4x1g.20gb.txt").read_text()
     build_profile("h100x8", tmp_path / "h100")
-    assert smi(tmp_path / "h100").stdout == (KIT / "recordings" / "smi-table_8xH100-80GB-HBM3_driver-565.57.01.txt").read_text()
+    assert smi(tmp_path / "h100").stdout == (FIXTURES / "smi-table_8xH100-80GB-HBM3_driver-565.57.01.txt").read_text()
     build_profile("rtx8000x10-version-mismatch", tmp_path / "rtx")
     for args in ((), ("-L",), ("--query-gpu=index", "--format=csv")):
         result = smi(tmp_path / "rtx", *args)
@@ -308,7 +314,7 @@ def test_unloaded_module(tmp_path):
     profile = tmp_path / "unloaded.json"
     profile.write_text(json.dumps(data))
     prefix = tmp_path / "sim"
-    gpusim.build(str(profile), str(prefix), recordings=str(KIT / "recordings"))
+    gpusim.build(str(profile), str(prefix), recordings=str(FIXTURES))
     result = smi(prefix)
     assert (result.returncode, result.stdout) == (9, (FIXTURES / "error_smi-couldnt-communicate-with-driver.txt").read_text())
     with pytest.raises(gpusim.GpusimError, match="^nvidia-container-cli: initialization error: nvml error: driver not loaded$"):
