@@ -10,8 +10,9 @@ __metaclass__ = type
 
 
 def cmdline_flag(cmdline, name):
-    """Value of ``--name=value`` or ``--name value`` in a NUL-separated command line; the last one wins, '' if absent."""
-    args = cmdline.split('\x00')
+    """Value of ``--name=value`` or ``--name value`` in a command line (NUL-separated, as /proc/PID/cmdline holds it,
+    or a list of arguments); the last one wins, '' if absent."""
+    args = list(cmdline) if isinstance(cmdline, (list, tuple)) else cmdline.split('\x00')
     flag = '--' + name
     value = ''
     for index, arg in enumerate(args):

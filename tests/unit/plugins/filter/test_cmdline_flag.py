@@ -28,3 +28,9 @@ def test_a_trailing_flag_without_value_is_empty() -> None:
 
 def test_filter_is_registered() -> None:
     assert FilterModule().filters()["cmdline_flag"] is cmdline_flag
+
+
+def test_a_list_of_arguments_reads_as_the_nul_separated_line() -> None:
+    # gpu_node_read returns the kubelet's command line as a list.
+    args = [arg for arg in KUBELET.split("\x00") if arg]
+    assert [cmdline_flag(args, name) for name in ("root-dir", "cgroup-driver", "node-ip")] == ["/data/kubelet", "cgroupfs", ""]
