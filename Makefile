@@ -68,7 +68,7 @@ bench: venv collection images kube-binaries  ## measure the collection on the la
 	lab/labctl bench
 
 kubelab-test: venv collection images kube-binaries  ## the Kubernetes lab end to end (pytest)
-	$(BIN)/pytest -p no:cacheprovider tests/kubelab
+	$(BIN)/pytest -p no:cacheprovider lab/tests/e2e
 
 yamllint: venv
 	$(BIN)/yamllint --strict .
@@ -89,7 +89,7 @@ sanity: venv  ## ansible-test sanity on the collection, no ignore files
 	$(BIN)/python tests/sanity/run.py
 
 units: venv collection  ## unit tests (pytest)
-	$(BIN)/pytest tests/unit
+	$(BIN)/pytest tests/unit lab/tests
 
 # The onboard_fleet scenario runs the main job from the installed Galaxy artifact.
 molecule: venv collection images $(if $(filter onboard_fleet,$(SCENARIO)),artifact)  ## one scenario: make molecule SCENARIO=name

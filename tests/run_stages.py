@@ -5,7 +5,7 @@ then run in lanes at once, each lane's stages one after the other; the Kubernete
 when the cache is cold) are built while the host lanes run, and the Kubernetes lanes start once they are there:
 
 - ``kube``, ``kube2``, ``kube3``: the scenarios on the Kubernetes lab, each lane on its own lab (its own name,
-  network, subnet, API port, state and inventory: lab/kubelab/README.md). Much of their time is waiting for
+  network, subnet, API port, state and inventory: lab/README.md). Much of their time is waiting for
   the kubelet (a deleted pod's sandbox goes with the kubelet's garbage collection, once a minute), so they
   overlap well;
 - ``hosts``, ``hosts2``: lint, sanity, unit tests and the scenarios on plain systemd containers, shared out by

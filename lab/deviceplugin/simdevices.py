@@ -148,7 +148,7 @@ def describe_gpus(gpus: Sequence[Gpu]) -> str:
 def gpus_from_profile_data(data: Any, source: str = "profile") -> list[Gpu]:
     """GPUs (index, name, uuid) of a gpusim profile mapping: a ``gpus`` list or ``gpu_count`` + ``name``.
 
-    Used by the lab (kubelab.gpuprofiles) to size nodes; the plugin itself never reads profiles.
+    Used by the lab (gpufleet_lab.gpuprofiles) to size nodes; the plugin itself never reads profiles.
     """
     if not isinstance(data, Mapping):
         raise SimPluginError(f"{source}: expected a mapping, got {type(data).__name__}")

@@ -18,14 +18,13 @@ import json
 import os
 import platform
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Callable
 
-from gpufleet_lab import apt_mirror
-from kubelab import inventory, standins
+from gpufleet_lab import apt_mirror, inventory, standins
+from gpufleet_lab.proc import run
 
 REPO = Path(__file__).resolve().parents[2]
 LABCTL = str(REPO / "lab" / "labctl")
@@ -35,14 +34,6 @@ PROFILE = "h100x8"
 FLEET = ["bench-1", "bench-2", "bench-3", "bench-4"]
 RAW = "bench-raw"
 REPEATS = 3
-
-
-def _run(argv: list[str], **kwargs) -> subprocess.CompletedProcess:
-    print("+ " + " ".join(argv), file=sys.stderr, flush=True)
-    result = subprocess.run(argv, capture_output=True, text=True, check=False, **kwargs)
-    if result.returncode != 0:
-        raise RuntimeError(f"{' '.join(argv)} failed ({result.returncode}):\n{result.stdout[-3000:]}\n{result.stderr[-2000:]}")
-    return result
 
 
 def _timed(action: Callable[[], object]) -> float:
@@ -57,11 +48,11 @@ def _median(action: Callable[[], object], repeats: int = REPEATS) -> float:
 
 def _playbook(playbook: str, limit: str, pipelining: bool = True) -> None:
     env = dict(os.environ, ANSIBLE_PIPELINING=str(pipelining).lower())
-    _run([str(Path(sys.executable).with_name("ansible-playbook")), "-i", INVENTORY, playbook, "-l", limit], env=env)
+    run([str(Path(sys.executable).with_name("ansible-playbook")), "-i", INVENTORY, playbook, "-l", limit], env=env)
 
 
 def _held_packages(node: str) -> list[str]:
-    listing = _run(["docker", "exec", node, "sh", "-c",
+    listing = run(["docker", "exec", node, "sh", "-c",
                     "dpkg-query -W -f='${Package}=${Version} ${db:Status-Abbrev}\\n' | awk '$2 == \"hi\" {print $1}'"])
     return sorted(listing.stdout.split())
 
@@ -79,7 +70,7 @@ def _raw_install(node: str, packages: list[str]) -> None:
         "Signed-By: /etc/apt/keyrings/toolkit.asc\\n' > /etc/apt/sources.list.d/toolkit.sources; "
         "apt-get update -q; apt-get install -y -q --no-install-recommends --allow-downgrades \"$@\""
     )
-    _run(["docker", "exec", "-e", f"KEY={key}", "-e", f"MIRROR={mirrors.archive}", node, "sh", "-c", script, "raw", *packages])
+    run(["docker", "exec", "-e", f"KEY={key}", "-e", f"MIRROR={mirrors.archive}", node, "sh", "-c", script, "raw", *packages])
 
 
 def _machine() -> dict[str, str]:
@@ -92,9 +83,9 @@ def _machine() -> dict[str, str]:
 
 
 def measure() -> dict[str, object]:
-    _run([LABCTL, "kube", "up"])
+    run([LABCTL, "kube", "up"])
     for node in [FLEET[0], RAW]:
-        _run([LABCTL, "kube", "node", "add", node, "--gpu-profile", PROFILE])
+        run([LABCTL, "kube", "node", "add", node, "--gpu-profile", PROFILE])
     onboard = str(REPO / "playbooks" / "onboard.yml")
     figures: dict[str, object] = {"machine": _machine()}
     figures["onboard_one_bare_s"] = _timed(lambda: _playbook(onboard, FLEET[0]))
@@ -102,7 +93,7 @@ def measure() -> dict[str, object]:
     figures["raw_apt_install_s"] = _timed(lambda: _raw_install(RAW, packages))
     figures["raw_packages"] = packages
     for node in FLEET[1:]:
-        _run([LABCTL, "kube", "node", "add", node, "--gpu-profile", PROFILE])
+        run([LABCTL, "kube", "node", "add", node, "--gpu-profile", PROFILE])
     _playbook(onboard, ",".join(FLEET[1:]))
     figures["rerun_1_node_s"] = _median(lambda: _playbook(onboard, FLEET[0]))
     figures["rerun_4_nodes_s"] = _median(lambda: _playbook(onboard, ",".join(FLEET)))
@@ -180,7 +171,7 @@ def main() -> int:
     try:
         figures = measure()
     finally:
-        subprocess.run([LABCTL, "kube", "down"], check=False)
+        run([LABCTL, "kube", "down"], check=False)
     reports = REPO / "reports"
     reports.mkdir(exist_ok=True)
     (reports / "benchmarks.json").write_text(json.dumps(figures, indent=2) + "\n")

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Iterable, Sequence
 
 from gpufleet_lab.apt_mirror import AptSource, host_apt_sources
+from gpufleet_lab.proc import LabError, run
 
 SOURCE_PACKAGE = "kubernetes"
 SOURCE_SUITE = "bookworm"
@@ -44,7 +45,7 @@ ALL_BINARIES: tuple[str, ...] = KUBE_COMMANDS + (PAUSE,)
 DEVICE_PLUGIN_PROTO = "staging/src/k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1/api.proto"
 
 
-class BuildError(RuntimeError):
+class BuildError(LabError):
     """The binaries could not be built or verified."""
 
 
@@ -119,18 +120,12 @@ def pause_gcc_argv(src: Path, output: Path, version: str) -> list[str]:
 
 def build_pause(src: Path, output: Path, source_version: str) -> None:
     tag = pause_tag((src / "build" / "pause" / "Makefile").read_text())
-    _run(pause_gcc_argv(src, output, f"v{tag}-debian-{upstream_version(source_version)}"))
+    run(pause_gcc_argv(src, output, f"v{tag}-debian-{upstream_version(source_version)}"), capture=False)
 
 
 def make_what(commands: Sequence[str] = KUBE_COMMANDS) -> str:
     """The ``WHAT=`` argument of the Kubernetes Makefile."""
     return " ".join(f"cmd/{name}" for name in commands)
-
-
-def _run(argv: Sequence[str], cwd: Path | None = None,
-         env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    print("+ " + " ".join(argv), file=sys.stderr, flush=True)
-    return subprocess.run(list(argv), check=True, text=True, cwd=cwd, env=env)
 
 
 def answers_version(binary: Path) -> str | None:
@@ -143,7 +138,7 @@ def answers_version(binary: Path) -> str | None:
     else:
         argv = [str(binary), flag]
     try:
-        result = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
+        result = run(argv, check=False, quiet=True, timeout=60)
     except (OSError, subprocess.TimeoutExpired):
         return None
     output = (result.stdout + result.stderr).strip()
@@ -172,7 +167,7 @@ def ensure_build_packages() -> None:
     if not SRC_LIST_PATH.is_file() or SRC_LIST_PATH.read_text() != wanted:
         SRC_LIST_PATH.write_text(wanted)
         SRC_LIST_PATH.chmod(0o644)
-    _run(["apt-get", "update", "-q"])
+    run(["apt-get", "update", "-q"], capture=False)
     env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
     # policy-rc.d: installing etcd-server must not start the system etcd service; the lab
     # runs its own etcd process.
@@ -183,7 +178,7 @@ def ensure_build_packages() -> None:
         policy.chmod(0o755)
         created_policy = True
     try:
-        _run(["apt-get", "install", "-y", "-q", "--no-install-recommends", *BUILD_PACKAGES], env=env)
+        run(["apt-get", "install", "-y", "-q", "--no-install-recommends", *BUILD_PACKAGES], env=env, capture=False)
     finally:
         if created_policy:
             policy.unlink()
@@ -191,9 +186,7 @@ def ensure_build_packages() -> None:
 
 def source_version() -> str:
     """Candidate version of the ``kubernetes`` source package (needs the deb-src entry)."""
-    out = subprocess.run(
-        ["apt-cache", "showsrc", SOURCE_PACKAGE], capture_output=True, text=True, check=True
-    ).stdout
+    out = run(["apt-cache", "showsrc", SOURCE_PACKAGE], quiet=True).stdout
     versions = re.findall(r"^Version:\s*(\S+)", out, flags=re.M)
     if not versions:
         raise BuildError(f"apt-cache showsrc {SOURCE_PACKAGE} found no version: is deb-src set up?")
@@ -204,7 +197,7 @@ def _unpack_source(version: str, work: Path) -> Path:
     """Download the source package and unpack its orig tarball into ``work/src``."""
     download = work / "download"
     download.mkdir(parents=True, exist_ok=True)
-    _run(["apt-get", "source", "--download-only", f"{SOURCE_PACKAGE}={version}"], cwd=download)
+    run(["apt-get", "source", "--download-only", f"{SOURCE_PACKAGE}={version}"], cwd=download, capture=False)
     origs = sorted(
         p for p in download.iterdir() if ".orig" in p.name and p.name.endswith((".tar.gz", ".tar.xz"))
     )
@@ -244,7 +237,7 @@ def build_binaries(force: bool = False) -> Path:
     if not force and root.is_dir():
         for candidate in sorted(root.iterdir(), reverse=True):
             if verify_bin_dir(candidate / "bin") is not None and (candidate / "src").is_dir():
-                print(f"kubelab: cached binaries answer --version: {candidate / 'bin'}", file=sys.stderr)
+                print(f"labctl: cached binaries answer --version: {candidate / 'bin'}", file=sys.stderr)
                 prune_build_output(candidate / "src")
                 return candidate / "bin"
     started = time.monotonic()
@@ -268,7 +261,7 @@ def build_binaries(force: bool = False) -> Path:
     if not (src / "Makefile").is_file():
         src = _unpack_source(version, work)
     env = make_environment()
-    _run(["make", f"WHAT={make_what()}"], cwd=src, env=env)
+    run(["make", f"WHAT={make_what()}"], cwd=src, env=env, capture=False)
     bin_tmp = work / "bin.tmp"
     shutil.rmtree(bin_tmp, ignore_errors=True)
     bin_tmp.mkdir()
@@ -289,7 +282,7 @@ def build_binaries(force: bool = False) -> Path:
         )
         + "\n"
     )
-    print(f"kubelab: built {', '.join(ALL_BINARIES)} in {elapsed:.0f} s -> {bin_dir}", file=sys.stderr)
+    print(f"labctl: built {', '.join(ALL_BINARIES)} in {elapsed:.0f} s -> {bin_dir}", file=sys.stderr)
     return bin_dir
 
 

@@ -1,14 +1,11 @@
-"""Command-line entry of the lab: `python -m gpufleet_lab <command>` (see `--help`)."""
+"""The lab's one command line, labctl (`lab/labctl` or `python -m gpufleet_lab`; see `--help`)."""
 from __future__ import annotations
 
 import argparse
 import sys
 
-from gpufleet_lab import bench, docker_daemon, images, promtool
+from gpufleet_lab import bench, docker_daemon, images, kube_cli, promtool
 from gpufleet_lab.proc import LabError
-from kubelab import cli as kube_cli
-from kubelab.binaries import BuildError
-from kubelab.common import KubeLabError
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -42,7 +39,7 @@ def main(argv: list[str] | None = None) -> int:
             print(promtool.ensure())
         elif args.command == "kube":
             return kube_cli.dispatch(args, command_attr="kube_command")
-    except (LabError, KubeLabError, BuildError) as error:
+    except LabError as error:
         print(f"labctl: {error}", file=sys.stderr)
         return 1
     return 0

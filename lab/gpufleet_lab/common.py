@@ -1,4 +1,4 @@
-"""Settings, paths and thin process/docker helpers shared by the Kubernetes lab."""
+"""Settings, paths and docker helpers of the Kubernetes lab (processes: gpufleet_lab.proc)."""
 
 from __future__ import annotations
 
@@ -7,21 +7,17 @@ import json
 import os
 import re
 import subprocess
-import sys
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Mapping, Sequence, TypeVar
+from typing import Mapping, Sequence
 
-T = TypeVar("T")
+from gpufleet_lab.proc import LabError, run, succeeds
+
 
 LABEL_KEY = "gpufleet.lab"
 LABEL_VALUE = "kube"  # the default lab's name (GPUFLEET_LAB_NAME)
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
-
-class KubeLabError(RuntimeError):
-    """A lab step failed; the message says which and why."""
 
 
 @dataclass(frozen=True)
@@ -48,7 +44,7 @@ class LabSettings:
         env = os.environ if env is None else env
         name = env.get("GPUFLEET_LAB_NAME", cls.name)
         if not LAB_NAME_RE.match(name):
-            raise KubeLabError(f"GPUFLEET_LAB_NAME={name!r}: use 1-20 lower-case letters, digits and '-', starting with a letter")
+            raise LabError(f"GPUFLEET_LAB_NAME={name!r}: use 1-20 lower-case letters, digits and '-', starting with a letter")
         # A second lab (GPUFLEET_LAB_NAME) gets its own state, network and control-plane container by default;
         # its subnet and API port must be given (GPUFLEET_LAB_SUBNET, GPUFLEET_LAB_API_PORT).
         defaults = cls() if name == cls.name else cls(
@@ -56,16 +52,16 @@ class LabSettings:
             control_plane_name=f"gpufleet-lab-{name}-control-plane")
         port_text = env.get("GPUFLEET_LAB_API_PORT", str(defaults.api_host_port))
         if not port_text.isdigit() or not 1 <= int(port_text) <= 65535:
-            raise KubeLabError(
+            raise LabError(
                 f"GPUFLEET_LAB_API_PORT={port_text!r} is not a TCP port: use an integer 1-65535"
             )
         subnet = env.get("GPUFLEET_LAB_SUBNET", defaults.subnet)
         try:
             net = ipaddress.ip_network(subnet)
         except ValueError as error:
-            raise KubeLabError(f"GPUFLEET_LAB_SUBNET={subnet!r} is not an IP network: {error}") from None
+            raise LabError(f"GPUFLEET_LAB_SUBNET={subnet!r} is not an IP network: {error}") from None
         if net.version != 4 or net.prefixlen > 28:
-            raise KubeLabError(f"GPUFLEET_LAB_SUBNET={subnet!r}: use an IPv4 network of /28 or larger")
+            raise LabError(f"GPUFLEET_LAB_SUBNET={subnet!r}: use an IPv4 network of /28 or larger")
         return cls(
             name=name,
             control_plane_name=defaults.control_plane_name,
@@ -133,51 +129,6 @@ LAB_NAME_RE = re.compile(r"^[a-z][a-z0-9-]{0,19}$")
 NODE_NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,40}[a-z0-9])?$")
 
 
-def log(message: str) -> None:
-    print(f"kubelab: {message}", file=sys.stderr, flush=True)
-
-
-def run(
-    argv: Sequence[str],
-    *,
-    check: bool = True,
-    input_text: str | None = None,
-    input_bytes: bytes | None = None,
-    quiet: bool = False,
-    timeout: float | None = None,
-) -> subprocess.CompletedProcess[str]:
-    """Run a command, capture its output, raise a clear error when it fails."""
-    if not quiet:
-        log("+ " + " ".join(argv))
-    data: bytes | None = input_bytes if input_bytes is not None else (
-        input_text.encode() if input_text is not None else None
-    )
-    raw = subprocess.run(list(argv), input=data, capture_output=True, check=False, timeout=timeout)
-    result = subprocess.CompletedProcess(
-        raw.args, raw.returncode, raw.stdout.decode(errors="replace"), raw.stderr.decode(errors="replace")
-    )
-    if check and result.returncode != 0:
-        detail = (result.stderr.strip() or result.stdout.strip())[-3000:]
-        raise KubeLabError(f"command failed (exit {result.returncode}): {' '.join(argv)}\n{detail}")
-    return result
-
-
-def succeeds(argv: Sequence[str]) -> bool:
-    return subprocess.run(list(argv), capture_output=True, check=False).returncode == 0
-
-
-def wait_for(what: str, probe: Callable[[], T | None], timeout: float, interval: float = 1.0) -> T:
-    """Call ``probe`` until it returns something other than None/False; raise after ``timeout``."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = probe()
-        if value is not None and value is not False:
-            return value
-        if time.monotonic() > deadline:
-            raise KubeLabError(f"timed out after {timeout:.0f} s waiting for {what}")
-        time.sleep(interval)
-
-
 def docker_exists(kind: str, name: str) -> bool:
     return succeeds(["docker", kind, "inspect", name])
 
@@ -192,7 +143,7 @@ def container_ip(name: str, network: str) -> str:
     networks = json.loads(run(["docker", "inspect", "-f", fmt, name], quiet=True).stdout)
     address = (networks.get(network) or {}).get("IPAddress")
     if not address:
-        raise KubeLabError(f"container {name} has no address on docker network {network}")
+        raise LabError(f"container {name} has no address on docker network {network}")
     return str(address)
 
 
@@ -222,7 +173,7 @@ def write_private(path: Path, content: str, mode: int = 0o600) -> None:
 
 def validate_node_name(name: str) -> str:
     if not NODE_NAME_RE.match(name):
-        raise KubeLabError(
+        raise LabError(
             f"node name {name!r} is not allowed: use 1-42 lower-case letters, digits and '-', "
             "starting and ending with a letter or digit (it names the container and the Node)"
         )

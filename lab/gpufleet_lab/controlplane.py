@@ -1,6 +1,6 @@
 """The lab's Kubernetes control plane: etcd, kube-apiserver, controller-manager, scheduler.
 
-Networking (see lab/kubelab/README.md): the components run as processes inside one
+Networking (see lab/README.md): the components run as processes inside one
 container, ``gpufleet-lab-control-plane``, attached to the lab's own docker network next to
 the node containers. Kubelets reach the API server at the container's address on that
 network; the API server reaches kubelets at their container addresses
@@ -25,21 +25,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
-from kubelab import binaries, pki, sysctl
-from kubelab.common import (
+from gpufleet_lab import binaries, pki, sysctl
+from gpufleet_lab.common import (
     BIN_MOUNT,
     CP_MOUNT,
     LABEL_KEY,
-    KubeLabError,
     LabSettings,
     container_running,
     docker_exec,
     docker_exists,
-    log,
-    run,
-    wait_for,
     write_private,
 )
+from gpufleet_lab.proc import LabError, log, run, wait_for
 
 ETCD_MOUNT = "/opt/kubelab/etcd"
 ETCD_HOST_BINARY = Path("/usr/bin/etcd")
@@ -253,7 +250,7 @@ def _ensure_container(settings: LabSettings, bin_dir: Path) -> None:
     if docker_exists("container", name):
         run(["docker", "rm", "-f", name])
     if not ETCD_HOST_BINARY.is_file():
-        raise KubeLabError(f"{ETCD_HOST_BINARY} is missing: install Debian's etcd-server (the build step does)")
+        raise LabError(f"{ETCD_HOST_BINARY} is missing: install Debian's etcd-server (the build step does)")
     run([
         "docker", "run", "-d", "--name", name, "--hostname", name,
         "--label", settings.label, "--label", f"{LABEL_KEY}.role=control-plane",
@@ -314,19 +311,19 @@ def up(timeout: float = 180.0) -> LabSettings:
     _start(settings, comps["etcd"])
     try:
         wait_for("etcd health", lambda: _etcd_healthy(settings), timeout=60, interval=0.5)
-    except KubeLabError as error:
-        raise KubeLabError(f"{error}\n{_component_log_tail(settings, 'etcd')}") from None
+    except LabError as error:
+        raise LabError(f"{error}\n{_component_log_tail(settings, 'etcd')}") from None
     _start(settings, comps["kube-apiserver"])
     try:
         wait_for("kube-apiserver /readyz", lambda: api_ready(settings), timeout=timeout, interval=1)
-    except KubeLabError as error:
-        raise KubeLabError(f"{error}\n{_component_log_tail(settings, 'kube-apiserver')}") from None
+    except LabError as error:
+        raise LabError(f"{error}\n{_component_log_tail(settings, 'kube-apiserver')}") from None
     _start(settings, comps["kube-controller-manager"])
     _start(settings, comps["kube-scheduler"])
     for name in ("kube-controller-manager", "kube-scheduler"):
         time.sleep(1)
         if not _pid_alive(settings, name):
-            raise KubeLabError(f"{name} exited at start:\n{_component_log_tail(settings, name)}")
+            raise LabError(f"{name} exited at start:\n{_component_log_tail(settings, name)}")
     _wait_default_service_account(settings)
     log(f"control plane up in {time.monotonic() - started:.1f} s; admin kubeconfig: {settings.admin_kubeconfig}")
     return settings

@@ -1,12 +1,10 @@
 """Make sure a Docker daemon answers: install Debian's docker.io and debootstrap, start dockerd."""
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
-import time
 
-from gpufleet_lab.proc import LabError, run, succeeds
+from gpufleet_lab.proc import LabError, apt_env, run, succeeds, wait_for
 
 APT_PACKAGES = ("docker.io", "debootstrap", "gnupg")
 DOCKERD_LOG = "/var/log/gpufleet-dockerd.log"
@@ -15,16 +13,15 @@ DOCKERD_LOG = "/var/log/gpufleet-dockerd.log"
 def missing_packages() -> list[str]:
     missing = []
     for package in APT_PACKAGES:
-        status = subprocess.run(["dpkg-query", "-W", "-f=${Status}", package], capture_output=True, check=False)
-        if b"install ok installed" not in status.stdout:
+        status = run(["dpkg-query", "-W", "-f=${Status}", package], check=False, quiet=True)
+        if "install ok installed" not in status.stdout:
             missing.append(package)
     return missing
 
 
 def install_packages(packages: list[str]) -> None:
-    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
-    subprocess.run(["apt-get", "update", "-qq"], check=True, env=env)
-    subprocess.run(["apt-get", "install", "-y", "-qq", *packages], check=True, env=env)
+    run(["apt-get", "update", "-qq"], env=apt_env(), capture=False)
+    run(["apt-get", "install", "-y", "-qq", *packages], env=apt_env(), capture=False)
 
 
 def daemon_answers() -> bool:
@@ -40,12 +37,7 @@ def start_daemon() -> None:
 
 
 def wait_for_daemon(timeout_s: float = 90.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if daemon_answers():
-            return
-        time.sleep(1)
-    raise LabError(f"the Docker daemon did not answer within {timeout_s:.0f}s; see {DOCKERD_LOG}")
+    wait_for(f"the Docker daemon to answer (see {DOCKERD_LOG})", daemon_answers, timeout_s)
 
 
 def ensure() -> None:
@@ -55,4 +47,4 @@ def ensure() -> None:
     if not daemon_answers():
         start_daemon()
         wait_for_daemon()
-    run(["docker", "version", "--format", "docker daemon {{.Server.Version}} ready"])
+    run(["docker", "version", "--format", "docker daemon {{.Server.Version}} ready"], capture=False)

@@ -16,14 +16,14 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kubelab.common import REPO_ROOT, KubeLabError, log, put_file, run
+from gpufleet_lab.common import REPO_ROOT, put_file
+from gpufleet_lab.proc import LabError, log, run
 
 sys.path.insert(0, str(REPO_ROOT / "lab" / "deviceplugin"))
 import simdevices  # noqa: E402
@@ -68,10 +68,10 @@ def find_profile(name: str, directory: Path | None = None) -> Profile:
             try:
                 gpus = simdevices.gpus_from_profile_data(load_data(path), str(path))
             except simdevices.SimPluginError as error:
-                raise KubeLabError(str(error)) from None
+                raise LabError(str(error)) from None
             return Profile(name, path, tuple(gpus))
     choices = ", ".join(available_profiles(directory)) or f"none found in {directory}"
-    raise KubeLabError(f"gpu_profile={name!r} is not a simulated GPU profile: choose one of {choices}")
+    raise LabError(f"gpu_profile={name!r} is not a simulated GPU profile: choose one of {choices}")
 
 
 def install_playbook(profile: str, task_file: Path, userspace: str = "host") -> str:
@@ -96,7 +96,7 @@ def _ansible_playbook() -> str:
         return str(venv)
     found = shutil.which("ansible-playbook")
     if not found:
-        raise KubeLabError("ansible-playbook not found: create the virtualenv (.venv) first")
+        raise LabError("ansible-playbook not found: create the virtualenv (.venv) first")
     return found
 
 
@@ -110,10 +110,9 @@ def install(container: str, profile: Profile, userspace: str = "host") -> None:
             env = dict(os.environ, MOLECULE_PROJECT_DIRECTORY=str(REPO_ROOT), ANSIBLE_CONFIG=str(REPO_ROOT / "ansible.cfg"))
             argv = [_ansible_playbook(), "-i", f"{container},", "-e", "ansible_connection=community.docker.docker",
                     "-e", "ansible_python_interpreter=/usr/bin/python3", str(playbook)]
-            log("+ " + " ".join(argv))
-            result = subprocess.run(argv, env=env, capture_output=True, text=True, check=False)
+            result = run(argv, env=env, check=False)
             if result.returncode != 0:
-                raise KubeLabError(f"installing simulated GPU profile {profile.name} into {container} failed:\n"
+                raise LabError(f"installing simulated GPU profile {profile.name} into {container} failed:\n"
                                    f"{result.stdout[-3000:]}\n{result.stderr[-2000:]}")
     else:
         log(f"{task_file} not found: writing only the GPU list of profile {profile.name}")

@@ -70,10 +70,10 @@ def _debootstrap_to_tarball(spec: ImageSpec) -> None:
     with tempfile.TemporaryDirectory(prefix="gpufleet-rootfs-") as tmp:
         rootfs = Path(tmp) / "rootfs"
         run(["debootstrap", "--variant=minbase", f"--include={','.join(PACKAGES)}", spec.release,
-             str(rootfs), spec.mirrors.archive])
+             str(rootfs), spec.mirrors.archive], capture=False)
         _configure_rootfs(rootfs, spec)
         partial = spec.tarball.with_suffix(".partial")
-        run(["tar", "-C", str(rootfs), "-czf", str(partial), "."])
+        run(["tar", "-C", str(rootfs), "-czf", str(partial), "."], capture=False)
         partial.rename(spec.tarball)
 
 
@@ -83,7 +83,7 @@ def ensure(release: str) -> str:
     if not succeeds(["docker", "image", "inspect", spec.keyed_tag]):
         if not spec.tarball.exists():
             _debootstrap_to_tarball(spec)
-        run(["docker", "import", str(spec.tarball), spec.keyed_tag])
+        run(["docker", "import", str(spec.tarball), spec.keyed_tag], capture=False)
     run(["docker", "tag", spec.keyed_tag, spec.tag], quiet=True)
     print(f"{spec.tag} = {spec.keyed_tag}", flush=True)
     return spec.tag

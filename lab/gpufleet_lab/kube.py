@@ -7,9 +7,10 @@ import shutil
 import time
 from pathlib import Path
 
-from kubelab import controlplane, inventory, sysctl
-from kubelab.common import LabSettings, docker_exists, log, run
-from kubelab.node import lab_containers, load_specs, node_rm
+from gpufleet_lab import controlplane, inventory, sysctl
+from gpufleet_lab.common import LabSettings, docker_exists
+from gpufleet_lab.proc import log, run
+from gpufleet_lab.node import lab_containers, load_specs, node_rm
 
 
 def up() -> LabSettings:

@@ -1,16 +1,16 @@
-"""Argument parsing of the Kubernetes lab (``python -m kubelab <command>``)."""
+"""The Kubernetes lab's commands, ``labctl kube <command>``."""
 
 from __future__ import annotations
 
 import argparse
 import json
 import os
-import subprocess
 import sys
 import time
 
-from kubelab import binaries, controlplane, images, inventory, lab, node
-from kubelab.common import KubeLabError, LabSettings
+from gpufleet_lab import binaries, controlplane, inventory, kube, kube_images, node
+from gpufleet_lab.common import LabSettings
+from gpufleet_lab.proc import run
 
 
 def add_commands(commands: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
@@ -47,13 +47,13 @@ def dispatch(args: argparse.Namespace, command_attr: str = "command") -> int:
         print(binaries.build_binaries(force=args.force))
     elif args.command == "images":
         settings = LabSettings.from_env()
-        print(images.ensure_node_image(settings))
-        print(images.ensure_pod_images(settings))
+        print(kube_images.ensure_node_image(settings))
+        print(kube_images.ensure_pod_images(settings))
     elif args.command == "up":
-        settings = lab.up()
+        settings = kube.up()
         print(settings.admin_kubeconfig)
     elif args.command == "down":
-        lab.down()
+        kube.down()
     elif args.command == "status":
         settings = LabSettings.from_env()
         ready = (settings.pki_dir / "tokens.csv").is_file() and controlplane.api_ready(settings)
@@ -63,12 +63,12 @@ def dispatch(args: argparse.Namespace, command_attr: str = "command") -> int:
         except binaries.BuildError:
             kubectl = None
         print(json.dumps({"api": settings.api_url if ready else None, "kubeconfig": str(settings.admin_kubeconfig),
-                          "kubectl": kubectl, "nodes": nodes, "memory_mib": lab.memory_report()}, indent=2))
+                          "kubectl": kubectl, "nodes": nodes, "memory_mib": kube.memory_report()}, indent=2))
     elif args.command == "kubectl":
         settings = LabSettings.from_env()
         passed = args.kubectl_args[1:] if args.kubectl_args[:1] == ["--"] else args.kubectl_args
         argv = [str(binaries.cached_bin_dir() / "kubectl"), "--kubeconfig", str(settings.admin_kubeconfig), *passed]
-        return subprocess.run(argv, check=False).returncode
+        return run(argv, check=False, capture=False, quiet=True).returncode
     elif args.command == "node" and args.node_command == "add":
         node.node_add(args.name, args.gpu_profile, args.kubelet_root_dir, userspace=args.gpu_userspace)
         inventory.write_inventory()
@@ -78,16 +78,6 @@ def dispatch(args: argparse.Namespace, command_attr: str = "command") -> int:
     elif args.command == "inventory":
         print(inventory.write_inventory(args.path))
     if os.environ.get("GPUFLEET_LAB_TIMING"):
-        print(f"kubelab: {args.command} took {time.monotonic() - started:.1f} s", file=sys.stderr)
+        print(f"labctl: kube {args.command} took {time.monotonic() - started:.1f} s", file=sys.stderr)
     return 0
 
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="kubelab", description="The gpufleet.node Kubernetes lab.")
-    add_commands(parser.add_subparsers(dest="command", required=True))
-    args = parser.parse_args(argv)
-    try:
-        return dispatch(args)
-    except (KubeLabError, binaries.BuildError) as error:
-        print(f"kubelab: {error}", file=sys.stderr)
-        return 1

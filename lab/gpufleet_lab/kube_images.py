@@ -23,8 +23,9 @@ import uuid
 from pathlib import Path
 from typing import Iterable, Sequence
 
-from kubelab import binaries
-from kubelab.common import REPO_ROOT, KubeLabError, LabSettings, log, run, succeeds
+from gpufleet_lab import binaries
+from gpufleet_lab.common import REPO_ROOT, LabSettings
+from gpufleet_lab.proc import LabError, log, run, succeeds
 
 IMAGE_CACHE = Path("/var/cache/gpufleet/kubelab-images")
 NODE_REPOSITORY = "gpufleet-lab/kube-node"
@@ -120,7 +121,7 @@ APT_SCRIPT = (
 def ensure_node_image(settings: LabSettings) -> str:
     base_id = _image_id(settings.base_image)
     if base_id is None:
-        raise KubeLabError(f"base image {settings.base_image} is missing: build it first (make images)")
+        raise LabError(f"base image {settings.base_image} is missing: build it first (make images)")
     key = content_key([base_id, " ".join(NODE_PACKAGES), APT_SCRIPT, "node-2"])
     ref = f"{NODE_REPOSITORY}:bookworm-{key}"
     if not _has_key(ref, key):
@@ -153,7 +154,7 @@ def _source_files(directory: Path) -> dict[str, bytes]:
 def _plugin_image(settings: LabSettings, bin_dir: Path) -> str:
     proto_path = binaries.source_dir(bin_dir) / binaries.DEVICE_PLUGIN_PROTO
     if not proto_path.is_file():
-        raise KubeLabError(f"{proto_path} is missing: the binaries build unpacks the source tree")
+        raise LabError(f"{proto_path} is missing: the binaries build unpacks the source tree")
     proto = strip_gogo(proto_path.read_text())
     sources = _source_files(DEVICE_PLUGIN_SRC)
     base_id = _image_id(settings.base_image) or ""

@@ -15,22 +15,19 @@ from dataclasses import asdict, dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from kubelab import binaries, controlplane, gpuprofiles, images, pki, standins
-from kubelab.common import (
+from gpufleet_lab import binaries, controlplane, gpuprofiles, kube_images, pki, standins
+from gpufleet_lab.common import (
     BIN_MOUNT,
     LABEL_KEY,
-    KubeLabError,
     LabSettings,
     container_ip,
     container_running,
     docker_exec,
     docker_exists,
-    log,
     put_file,
-    run,
     validate_node_name,
-    wait_for,
 )
+from gpufleet_lab.proc import LabError, log, run, wait_for
 
 DEFAULT_KUBELET_ROOT = "/var/lib/kubelet"
 DEFAULT_DEVICE_PLUGIN_DIR = "/var/lib/kubelet/device-plugins"
@@ -38,7 +35,7 @@ KUBELET_BASE_PORT = 10250
 NODE_PKI = "/etc/kubernetes/pki"
 KUBELET_KUBECONFIG = "/etc/kubernetes/kubelet.conf"
 CNI_BIN_DIR = "/usr/lib/cni"  # Debian's containernetworking-plugins
-POD_IMAGES_TMP = "/var/lib/containerd/gpufleet-lab-pod-images.tar"
+POD_IMAGES_TMP = "/var/lib/containerd/gpufleet-lab-pod-kube_images.tar"
 PROFILE_LABEL = "gpufleet.lab/gpu-profile"
 
 
@@ -89,7 +86,7 @@ def validate_kubelet_root_dir(value: str | None) -> str:
         return DEFAULT_KUBELET_ROOT
     path = PurePosixPath(value)
     if not path.is_absolute() or ".." in path.parts or str(path) in ("/", "/proc", "/sys", "/dev", "/run"):
-        raise KubeLabError(
+        raise LabError(
             f"kubelet_root_dir={value!r} is not allowed: use an absolute directory such as "
             f"{DEFAULT_KUBELET_ROOT} or /data/kubelet (no '..', not a system directory)"
         )
@@ -100,7 +97,7 @@ def next_index(used: set[int], limit: int = 250) -> int:
     for index in range(1, limit):
         if index not in used:
             return index
-    raise KubeLabError(f"no free node index below {limit}: remove nodes first")
+    raise LabError(f"no free node index below {limit}: remove nodes first")
 
 
 def containerd_config() -> str:
@@ -114,7 +111,7 @@ def containerd_config() -> str:
         "version = 2\n"
         "\n"
         '[plugins."io.containerd.grpc.v1.cri"]\n'
-        f'  sandbox_image = "docker.io/{images.PAUSE_IMAGE}"\n'
+        f'  sandbox_image = "docker.io/{kube_images.PAUSE_IMAGE}"\n'
         "  restrict_oom_score_adj = true\n"
         "\n"
         '[plugins."io.containerd.grpc.v1.cri".cni]\n'
@@ -149,12 +146,12 @@ def cni_conflist(spec: NodeSpec, settings: LabSettings) -> str:
 def kubelet_flags(spec: NodeSpec) -> list[str]:
     """Flags of the node's kubelet 1.20 (LAB.md: what a kubelet needs in a lab container)."""
     if not spec.ip:
-        raise KubeLabError(f"node {spec.name}: kubelet flags need the container address (node IP)")
+        raise LabError(f"node {spec.name}: kubelet flags need the container address (node IP)")
     return [
         f"--kubeconfig={KUBELET_KUBECONFIG}",
         "--container-runtime=remote",
         "--container-runtime-endpoint=unix:///run/containerd/containerd.sock",
-        f"--pod-infra-container-image={images.PAUSE_IMAGE}",
+        f"--pod-infra-container-image={kube_images.PAUSE_IMAGE}",
         f"--hostname-override={spec.name}",
         f"--node-ip={spec.ip}",
         f"--node-labels={PROFILE_LABEL}={spec.gpu_profile}",
@@ -290,25 +287,25 @@ def node_add(name: str, gpu_profile: str, kubelet_root_dir: str | None = None,
     root_dir = validate_kubelet_root_dir(kubelet_root_dir)
     profile = gpuprofiles.find_profile(gpu_profile)
     if name == settings.control_plane_name:
-        raise KubeLabError(f"node name {name!r} is the control-plane container's name: choose another")
+        raise LabError(f"node name {name!r} is the control-plane container's name: choose another")
     if not (settings.pki_dir / "tokens.csv").is_file() or not controlplane.api_ready(settings):
-        raise KubeLabError("the lab control plane is not up: run `up` first")
+        raise LabError("the lab control plane is not up: run `up` first")
     existing = {s.name: s for s in load_specs(settings)}
     if name in existing and container_running(name) and node_ready(settings, name):
         spec = existing[name]
         if spec.gpu_profile != gpu_profile or spec.kubelet_root_dir != root_dir:
-            raise KubeLabError(
+            raise LabError(
                 f"node {name} exists with gpu_profile={spec.gpu_profile!r} kubelet_root_dir={spec.kubelet_root_dir!r}: "
                 "remove it first (node rm) to change them")
         log(f"node {name} is already Ready")
         return spec
     if docker_exists("container", name) and name not in existing:
-        raise KubeLabError(f"a container named {name!r} exists and is not a lab node: choose another name")
+        raise LabError(f"a container named {name!r} exists and is not a lab node: choose another name")
     used = {s.index for s in existing.values() if s.name != name}
     index = existing[name].index if name in existing else next_index(used)
     bin_dir = binaries.cached_bin_dir()
-    image = images.ensure_node_image(settings)
-    archive = images.ensure_pod_images(settings)
+    image = kube_images.ensure_node_image(settings)
+    archive = kube_images.ensure_pod_images(settings)
     spec = NodeSpec(name=name, gpu_profile=gpu_profile, kubelet_root_dir=root_dir, index=index)
     _save_spec(settings, spec)
     if docker_exists("container", name):
@@ -330,9 +327,9 @@ def node_add(name: str, gpu_profile: str, kubelet_root_dir: str | None = None,
     docker_exec(name, ["systemctl", "enable", "--now", "kubelet"])
     try:
         wait_for(f"Node {name} Ready", lambda: node_ready(settings, name), timeout=timeout, interval=2)
-    except KubeLabError as error:
+    except LabError as error:
         journal = docker_exec(name, ["journalctl", "-u", "kubelet", "--no-pager", "-n", "40"], check=False).stdout
-        raise KubeLabError(f"{error}\nkubelet journal:\n{journal}") from None
+        raise LabError(f"{error}\nkubelet journal:\n{journal}") from None
     plugin_dir = wait_for(f"the device-plugin socket of {name}'s kubelet", lambda: _observe_plugin_dir(name, root_dir),
                           timeout=60)
     spec = NodeSpec(name=name, gpu_profile=gpu_profile, kubelet_root_dir=root_dir, index=index, ip=spec.ip,

@@ -10,7 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
-from kubelab.common import KubeLabError, run, write_private
+from gpufleet_lab.common import write_private
+from gpufleet_lab.proc import LabError, run
 
 CA_DAYS = 3650
 CERT_DAYS = 825
@@ -32,7 +33,7 @@ def render_token_file(users: Sequence[TokenUser]) -> str:
     for item in users:
         for value in (item.token, item.user, item.uid, *item.groups):
             if any(ch in value for ch in ',"\n'):
-                raise KubeLabError(f"token file value {value!r} must not contain ',', '\"' or newlines")
+                raise LabError(f"token file value {value!r} must not contain ',', '\"' or newlines")
         line = f"{item.token},{item.user},{item.uid}"
         if item.groups:
             line += ',"' + ",".join(item.groups) + '"'
@@ -62,9 +63,9 @@ def render_kubeconfig(
 ) -> str:
     """A kubeconfig (JSON, which every YAML reader accepts) with inline CA and credentials."""
     if (token is None) == (client_cert_pem is None):
-        raise KubeLabError("a kubeconfig needs exactly one credential: a token or a client certificate")
+        raise LabError("a kubeconfig needs exactly one credential: a token or a client certificate")
     if client_cert_pem is not None and client_key_pem is None:
-        raise KubeLabError("a client certificate needs its key")
+        raise LabError("a client certificate needs its key")
 
     def b64(text: str) -> str:
         return base64.b64encode(text.encode()).decode()

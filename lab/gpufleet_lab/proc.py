@@ -1,25 +1,71 @@
-"""Thin helpers to run commands with clear errors."""
+"""The lab's one process helper: run commands with clear errors, wait for conditions, log steps."""
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
-from typing import Sequence
+import time
+from typing import Callable, Mapping, Sequence, TypeVar
+
+T = TypeVar("T")
 
 
 class LabError(RuntimeError):
     """A lab step failed; the message says which and why."""
 
 
-def run(cmd: Sequence[str], *, check: bool = True, capture: bool = False, input_bytes: bytes | None = None,
-        quiet: bool = False) -> subprocess.CompletedProcess:
+def log(message: str) -> None:
+    print(f"labctl: {message}", file=sys.stderr, flush=True)
+
+
+def run(
+    argv: Sequence[str],
+    *,
+    check: bool = True,
+    capture: bool = True,
+    input_text: str | None = None,
+    input_bytes: bytes | None = None,
+    quiet: bool = False,
+    timeout: float | None = None,
+    env: Mapping[str, str] | None = None,
+    cwd: str | os.PathLike[str] | None = None,
+) -> subprocess.CompletedProcess[str]:
+    """Run a command without a shell and raise LabError naming it when it fails.
+
+    With ``capture`` (the default) its output is returned as text; without, it goes to the terminal
+    (long builds show their progress)."""
     if not quiet:
-        print("+ " + " ".join(cmd), file=sys.stderr, flush=True)
-    result = subprocess.run(list(cmd), input=input_bytes, capture_output=capture, check=False)
+        log("+ " + " ".join(argv))
+    data: bytes | None = input_bytes if input_bytes is not None else (
+        input_text.encode() if input_text is not None else None
+    )
+    raw = subprocess.run(list(argv), input=data, capture_output=capture, check=False, timeout=timeout,
+                         env=None if env is None else dict(env), cwd=cwd)
+    stdout = raw.stdout.decode(errors="replace") if capture else ""
+    stderr = raw.stderr.decode(errors="replace") if capture else ""
+    result = subprocess.CompletedProcess(raw.args, raw.returncode, stdout, stderr)
     if check and result.returncode != 0:
-        detail = result.stderr.decode(errors="replace").strip()[-2000:] if capture else ""
-        raise LabError(f"command failed (exit {result.returncode}): {' '.join(cmd)}\n{detail}".rstrip())
+        detail = (stderr.strip() or stdout.strip())[-3000:]
+        raise LabError(f"command failed (exit {result.returncode}): {' '.join(argv)}\n{detail}".rstrip())
     return result
 
 
-def succeeds(cmd: Sequence[str]) -> bool:
-    return subprocess.run(list(cmd), capture_output=True, check=False).returncode == 0
+def apt_env() -> dict[str, str]:
+    """The environment of a non-interactive apt-get."""
+    return dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+
+
+def succeeds(argv: Sequence[str]) -> bool:
+    return subprocess.run(list(argv), capture_output=True, check=False).returncode == 0
+
+
+def wait_for(what: str, probe: Callable[[], T | None], timeout: float, interval: float = 1.0) -> T:
+    """Call ``probe`` until it returns something other than None/False; raise after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = probe()
+        if value is not None and value is not False:
+            return value
+        if time.monotonic() > deadline:
+            raise LabError(f"timed out after {timeout:.0f} s waiting for {what}")
+        time.sleep(interval)

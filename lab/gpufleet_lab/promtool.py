@@ -4,30 +4,24 @@ Only the binary is unpacked (`dpkg-deb -x`): installing the package would start 
 """
 from __future__ import annotations
 
-import os
 import shutil
-import subprocess
 import tempfile
 from pathlib import Path
 
-from gpufleet_lab.proc import LabError
+from gpufleet_lab.proc import LabError, apt_env, run
 
 CACHE_DIR = Path("/var/cache/gpufleet/promtool")
 PACKAGE = "prometheus"
 
 
 def _apt(*args: str, cwd: Path | None = None) -> str:
-    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
-    result = subprocess.run(["apt-get", *args], cwd=cwd, env=env, capture_output=True, text=True, check=False)
-    if result.returncode != 0:
-        raise LabError(f"apt-get {' '.join(args)} failed: {result.stderr.strip()[-1000:]}")
-    return result.stdout
+    return run(["apt-get", *args], cwd=cwd, env=apt_env(), quiet=True).stdout
 
 
 def candidate_version() -> str:
     """The version of `prometheus` apt would install; the lists are refreshed once when they know none."""
     for attempt in range(2):
-        policy = subprocess.run(["apt-cache", "policy", PACKAGE], capture_output=True, text=True, check=False).stdout
+        policy = run(["apt-cache", "policy", PACKAGE], check=False, quiet=True).stdout
         candidate = next((line.split(":", 1)[1].strip() for line in policy.splitlines()
                           if line.strip().startswith("Candidate:")), "(none)")
         if candidate != "(none)":
@@ -47,7 +41,7 @@ def ensure() -> Path:
         work = Path(workdir)
         _apt("download", f"{PACKAGE}={version}", cwd=work)
         (deb,) = work.glob(f"{PACKAGE}_*.deb")
-        subprocess.run(["dpkg-deb", "-x", str(deb), str(work / "root")], check=True)
+        run(["dpkg-deb", "-x", str(deb), str(work / "root")], quiet=True)
         binary.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(work / "root" / "usr" / "bin" / "promtool", binary)
     return binary

@@ -13,7 +13,8 @@ import shutil
 import sys
 from pathlib import Path
 
-from kubelab.common import REPO_ROOT, log, run
+from gpufleet_lab.common import REPO_ROOT
+from gpufleet_lab.proc import log, run
 
 BUILDER = REPO_ROOT / "tests" / "standins" / "build_toolkit_repo.py"
 CACHE = Path("/var/cache/gpufleet/standin-toolkit")

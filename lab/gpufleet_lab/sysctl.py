@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from kubelab.common import log
+from gpufleet_lab.proc import log
 
 KUBELET_SYSCTLS: tuple[str, ...] = ("kernel.panic", "kernel.panic_on_oops", "vm.overcommit_memory")
 RECORD_NAME = "sysctl-before.json"

@@ -7,32 +7,14 @@ import pytest
 
 from gpufleet_lab import apt_mirror, images
 
-DEB822 = """Types: deb
-# a comment
-URIs: http://mirror.example/debian
-Suites: bookworm bookworm-updates
-Components: main
-Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
-
-Types: deb
-URIs: http://mirror.example/debian-security
-Suites: bookworm-security
-Components: main
-Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
-
-Types: deb-src
-URIs: http://src.example/debian
-Suites: bookworm
-Components: main
-"""
 ONE_LINE = """# comment
 deb [arch=amd64 signed-by=/usr/share/keyrings/x.gpg] http://old.example/debian/ bookworm main contrib
 deb-src http://old.example/debian bookworm main
 """
 
 
-def test_deb822_sources_keep_only_deb_entries() -> None:
-    sources = apt_mirror.parse_deb822_sources(DEB822)
+def test_deb822_sources_keep_only_deb_entries(host_deb822_sources: str) -> None:
+    sources = apt_mirror.parse_deb822_sources(host_deb822_sources)
     assert [s.uri for s in sources] == ["http://mirror.example/debian", "http://mirror.example/debian-security"]
     assert sources[0].suites == ("bookworm", "bookworm-updates")
     assert sources[0].signed_by == "/usr/share/keyrings/debian-archive-keyring.gpg"
@@ -49,10 +31,10 @@ def test_one_line_sources_with_options() -> None:
                                           "/usr/share/keyrings/x.gpg")
 
 
-def test_host_sources_read_both_formats_in_apt_order(tmp_path: Path) -> None:
+def test_host_sources_read_both_formats_in_apt_order(tmp_path: Path, host_deb822_sources: str) -> None:
     (tmp_path / "sources.list.d").mkdir()
     (tmp_path / "sources.list").write_text(ONE_LINE)
-    (tmp_path / "sources.list.d" / "debian.sources").write_text(DEB822)
+    (tmp_path / "sources.list.d" / "debian.sources").write_text(host_deb822_sources)
     (tmp_path / "sources.list.d" / "x.list.disabled").write_text("deb http://no/debian bookworm main\n")
     assert [s.uri for s in apt_mirror.host_apt_sources(tmp_path)] == [
         "http://old.example/debian/", "http://mirror.example/debian", "http://mirror.example/debian-security"]

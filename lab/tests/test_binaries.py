@@ -6,30 +6,10 @@ from pathlib import Path
 import pytest
 
 from gpufleet_lab.apt_mirror import AptSource, parse_deb822_sources
-from kubelab import binaries
+from gpufleet_lab import binaries
 
-DEB822 = """Types: deb
-# a comment
-URIs: http://mirror.example/debian
-Suites: bookworm bookworm-updates
-Components: main
-Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
-
-Types: deb
-URIs: http://mirror.example/debian-security
-Suites: bookworm-security
-Components: main
-Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
-
-Types: deb-src
-URIs: http://src.example/debian
-Suites: bookworm
-Components: main
-"""
-
-
-def test_mirror_is_the_bookworm_main_source_not_security() -> None:
-    sources = list(reversed(parse_deb822_sources(DEB822)))
+def test_mirror_is_the_bookworm_main_source_not_security(host_deb822_sources: str) -> None:
+    sources = list(reversed(parse_deb822_sources(host_deb822_sources)))
     assert binaries.find_debian_mirror(sources).uri == "http://mirror.example/debian"
 
 

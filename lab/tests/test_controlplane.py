@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from kubelab import controlplane, sysctl
-from kubelab.common import KubeLabError, LabSettings
+from gpufleet_lab import controlplane, sysctl
+from gpufleet_lab.common import LabSettings
+from gpufleet_lab.proc import LabError
 
 
 def test_settings_addresses() -> None:
@@ -26,7 +27,7 @@ def test_settings_addresses() -> None:
     ({"GPUFLEET_LAB_NAME": "Lab 2"}, "GPUFLEET_LAB_NAME='Lab 2'"),
 ])
 def test_bad_settings(env: dict[str, str], message: str) -> None:
-    with pytest.raises(KubeLabError, match=message):
+    with pytest.raises(LabError, match=message):
         LabSettings.from_env(env)
 
 

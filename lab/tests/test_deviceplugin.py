@@ -14,7 +14,7 @@ sys.path.insert(0, str(REPO / "lab" / "deviceplugin"))
 import simdevices  # noqa: E402
 from simdevices import Config, SimPluginError  # noqa: E402
 
-from kubelab import images  # noqa: E402
+from gpufleet_lab import kube_images  # noqa: E402
 
 PROFILES = REPO / "lab" / "gpusim" / "profiles"
 DEVICE_MAP_CHAIN = ("error starting plugins: error getting plugins: unable to create plugins: failed to construct resource "
@@ -392,8 +392,8 @@ def test_bad_profiles(data: object, message: str) -> None:
 
 
 def test_plugin_image_gets_gpus_like_nvidias_and_the_smoke_image_has_no_nvidia_smi() -> None:
-    assert "NVIDIA_VISIBLE_DEVICES=all" in images.PLUGIN_ENV
-    assert images.smoke_image_changes()[0] == 'ENTRYPOINT ["/bin/sh", "-c"]'
+    assert "NVIDIA_VISIBLE_DEVICES=all" in kube_images.PLUGIN_ENV
+    assert kube_images.smoke_image_changes()[0] == 'ENTRYPOINT ["/bin/sh", "-c"]'
     assert not (REPO / "lab" / "smoke").exists()
 
 
@@ -401,7 +401,7 @@ def test_proto_without_gogo_keeps_the_api() -> None:
     proto = ('syntax = "proto3";\npackage v1beta1;\nimport "github.com/gogo/protobuf/gogoproto/gogo.proto";\n'
              "option (gogoproto.sizer_all) = true;\n"
              "message Device {\n\tstring ID = 1 [(gogoproto.customname) = \"ID\"];\n}\n")
-    stripped = images.strip_gogo(proto)
+    stripped = kube_images.strip_gogo(proto)
     assert "gogo" not in stripped
     assert "\tstring ID = 1;" in stripped and 'package v1beta1;' in stripped
 

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import yaml
 
-from kubelab import inventory
-from kubelab.common import LabSettings
-from kubelab.node import NodeSpec
+from gpufleet_lab import inventory
+from gpufleet_lab.common import LabSettings
+from gpufleet_lab.node import NodeSpec
 
 SPECS = [NodeSpec("gflab-a", "a100x4", "/var/lib/kubelet", 1, "172.28.240.130"),
          NodeSpec("gflab-b", "t4x2", "/data/kubelet", 2, "172.28.240.131")]

@@ -5,8 +5,9 @@ import json
 
 import pytest
 
-from kubelab import node
-from kubelab.common import KubeLabError, LabSettings, validate_node_name
+from gpufleet_lab import node
+from gpufleet_lab.common import LabSettings, validate_node_name
+from gpufleet_lab.proc import LabError
 
 SPEC = node.NodeSpec(name="gflab-a", gpu_profile="a100x4", kubelet_root_dir="/data/kubelet", index=3,
                      ip="172.28.240.130")
@@ -23,7 +24,7 @@ def test_kubelet_flags_follow_the_lab_rules() -> None:
 
 
 def test_kubelet_flags_need_the_node_ip() -> None:
-    with pytest.raises(KubeLabError, match="node IP"):
+    with pytest.raises(LabError, match="node IP"):
         node.kubelet_flags(node.NodeSpec("n", "p", "/var/lib/kubelet", 1))
 
 
@@ -68,7 +69,7 @@ def test_cni_conflist() -> None:
 
 @pytest.mark.parametrize("value", ["relative/dir", "/", "/data/../etc", "/proc"])
 def test_bad_kubelet_root_dir(value: str) -> None:
-    with pytest.raises(KubeLabError, match=f"kubelet_root_dir={value!r}"):
+    with pytest.raises(LabError, match=f"kubelet_root_dir={value!r}"):
         node.validate_kubelet_root_dir(value)
 
 
@@ -79,12 +80,12 @@ def test_default_kubelet_root_dir() -> None:
 
 @pytest.mark.parametrize("name", ["Upper", "-x", "x_y", "a" * 50, ""])
 def test_bad_node_names(name: str) -> None:
-    with pytest.raises(KubeLabError, match="node name"):
+    with pytest.raises(LabError, match="node name"):
         validate_node_name(name)
 
 
 def test_next_index() -> None:
     assert node.next_index(set()) == 1
     assert node.next_index({1, 2, 4}) == 3
-    with pytest.raises(KubeLabError):
+    with pytest.raises(LabError):
         node.next_index({1, 2}, limit=3)

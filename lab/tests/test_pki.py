@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from kubelab import pki
-from kubelab.common import KubeLabError
+from gpufleet_lab import pki
+from gpufleet_lab.proc import LabError
 
 
 def test_token_file_lines_and_parse_back() -> None:
@@ -20,7 +20,7 @@ def test_token_file_lines_and_parse_back() -> None:
 
 
 def test_token_file_rejects_commas() -> None:
-    with pytest.raises(KubeLabError, match="must not contain"):
+    with pytest.raises(LabError, match="must not contain"):
         pki.render_token_file([pki.TokenUser("a,b", "admin", "u")])
 
 
@@ -44,7 +44,7 @@ def test_certificate_kubeconfig() -> None:
 @pytest.mark.parametrize("kwargs", [{}, {"token": "t", "client_cert_pem": "c", "client_key_pem": "k"},
                                     {"client_cert_pem": "c"}])
 def test_kubeconfig_needs_exactly_one_credential(kwargs: dict[str, str]) -> None:
-    with pytest.raises(KubeLabError):
+    with pytest.raises(LabError):
         pki.render_kubeconfig(cluster="lab", server="s", ca_pem="CA", user="u", **kwargs)
 
 

@@ -1,7 +1,7 @@
 """Fixtures driving the real Kubernetes lab (control plane + kubelets on SIMULATED GPU nodes).
 
-Run with ``.venv/bin/pytest -p no:cacheprovider tests/kubelab`` (as root, docker running, base
-image built). ``make units`` does not collect these (pytest.ini's testpaths is tests/unit).
+Run with ``make kubelab-test`` (``.venv/bin/pytest -p no:cacheprovider lab/tests/e2e``, as root, docker running,
+base image built). ``make units`` does not collect these (lab/tests/conftest.py leaves e2e/ out unless it is named).
 Figures (build, up, node Ready, memory) are written to ``reports/kubelab-figures.json``.
 """
 from __future__ import annotations
@@ -16,11 +16,11 @@ from typing import Any, Callable, Iterator
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(REPO / "lab"))
 
-from kubelab import binaries, lab, node  # noqa: E402
-from kubelab.common import LabSettings  # noqa: E402
+from gpufleet_lab import binaries, kube, node  # noqa: E402
+from gpufleet_lab.common import LabSettings  # noqa: E402
 
 FIGURES: dict[str, Any] = {}
 NODES = {
@@ -37,7 +37,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
-        if "tests/kubelab" in str(item.fspath):
+        if "lab/tests/e2e" in str(item.fspath):
             item.add_marker(pytest.mark.kubelab)
 
 
@@ -77,13 +77,13 @@ def lab_up() -> Iterator[LabSettings]:
     if build_json.is_file():
         FIGURES["cold_build_seconds_recorded"] = json.loads(build_json.read_text()).get("build_seconds")
     started = time.monotonic()
-    settings = lab.up()
+    settings = kube.up()
     FIGURES["up_seconds"] = round(time.monotonic() - started, 1)
     try:
         yield settings
     finally:
         if not os.environ.get("GPUFLEET_LAB_KEEP"):  # keep the lab to look at a failure
-            lab.down()
+            kube.down()
 
 
 @pytest.fixture(scope="session")

@@ -17,14 +17,14 @@ from typing import Any, Callable, TypeVar
 
 from kubernetes.client.rest import ApiException
 
-from kubelab import gpuprofiles, images, lab, sysctl
-from kubelab.inventory import write_inventory
-from kubelab.common import LabSettings
-from kubelab.node import NodeSpec
+from gpufleet_lab import gpuprofiles, kube, kube_images, sysctl
+from gpufleet_lab.inventory import write_inventory
+from gpufleet_lab.common import LabSettings
+from gpufleet_lab.node import NodeSpec
 
 T = TypeVar("T")
 NS = "kube-system"
-VENV_BIN = Path(__file__).resolve().parents[2] / ".venv" / "bin"
+VENV_BIN = Path(__file__).resolve().parents[3] / ".venv" / "bin"
 VISIBLE_ON_NODE = "/var/lib/gpufleet-lab-test/visible.json"  # written by conftest's lab_nodes fixture
 
 
@@ -69,7 +69,7 @@ def plugin_daemonset(name: str, node_name: str, host_device_plugin_dir: str,
                     "terminationGracePeriodSeconds": 5,
                     "containers": [{
                         "name": "plugin",
-                        "image": images.DEVICE_PLUGIN_IMAGE,
+                        "image": kube_images.DEVICE_PLUGIN_IMAGE,
                         "imagePullPolicy": "IfNotPresent",
                         "args": args,
                         "volumeMounts": mounts,
@@ -93,7 +93,7 @@ def smoke_pod(name: str, gpus: int) -> dict[str, Any]:
             "terminationGracePeriodSeconds": 1,
             "containers": [{
                 "name": "smoke",
-                "image": images.SMOKE_IMAGE,
+                "image": kube_images.SMOKE_IMAGE,
                 "imagePullPolicy": "IfNotPresent",
                 "args": ['echo "NVIDIA_VISIBLE_DEVICES=$NVIDIA_VISIBLE_DEVICES"'],
                 "resources": {"limits": {"nvidia.com/gpu": str(gpus)}},
@@ -173,7 +173,7 @@ def test_both_nodes_ready_with_their_kubelet_root(lab_nodes: dict[str, NodeSpec]
     moved = next(s for s in lab_nodes.values() if s.kubelet_root_dir == "/data/kubelet")
     assert moved.device_plugin_dir == "/var/lib/kubelet/device-plugins"
     assert not docker_ok(moved.name, "test", "-e", f"{moved.root_device_plugin_dir}/kubelet.sock")
-    figures["memory_mib_two_nodes_ready"] = lab.memory_report()
+    figures["memory_mib_two_nodes_ready"] = kube.memory_report()
 
 
 def test_lab_inventory_reaches_the_nodes(lab_nodes: dict[str, NodeSpec], tmp_path: Path) -> None:
@@ -241,7 +241,7 @@ def test_right_hostpath_shows_each_profiles_gpus(lab_nodes: dict[str, NodeSpec],
         got = wait(f"{name} Allocatable nvidia.com/gpu == {expected}",
                    lambda: allocatable_gpus(core, name) == expected and expected, timeout=120)
         assert got == expected
-    figures["memory_mib_two_nodes_with_plugins"] = lab.memory_report()
+    figures["memory_mib_two_nodes_with_plugins"] = kube.memory_report()
     counts = {name: profile_gpu_count(spec) for name, spec in lab_nodes.items()}
     assert len(set(counts.values())) == 2, f"the two profiles should differ in GPU count: {counts}"
 
@@ -323,7 +323,7 @@ def test_down_leaves_nothing_behind(lab_nodes: dict[str, NodeSpec], lab_up: LabS
     this_labs_cgroups = {c for c in cgroups_now() if c.rsplit("/", 1)[-1] in ids}
     assert this_labs_cgroups, "the lab's pods should have cgroups in the machine's hierarchy before down"
     started = time.monotonic()
-    lab.down()
+    kube.down()
     figures["down_seconds"] = round(time.monotonic() - started, 1)
 
     def docker_lines(*argv: str) -> list[str]:
