@@ -53,7 +53,7 @@ def _playbook(playbook: str, limit: str, pipelining: bool = True) -> None:
 
 def _held_packages(node: str) -> list[str]:
     listing = run(["docker", "exec", node, "sh", "-c",
-                    "dpkg-query -W -f='${Package}=${Version} ${db:Status-Abbrev}\\n' | awk '$2 == \"hi\" {print $1}'"])
+                   "dpkg-query -W -f='${Package}=${Version} ${db:Status-Abbrev}\\n' | awk '$2 == \"hi\" {print $1}'"])
     return sorted(listing.stdout.split())
 
 

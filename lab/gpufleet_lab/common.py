@@ -19,7 +19,6 @@ LABEL_VALUE = "kube"  # the default lab's name (GPUFLEET_LAB_NAME)
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
-
 @dataclass(frozen=True)
 class LabSettings:
     """Where the lab keeps its state and how its network is laid out.

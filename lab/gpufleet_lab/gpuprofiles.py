@@ -113,7 +113,7 @@ def install(container: str, profile: Profile, userspace: str = "host") -> None:
             result = run(argv, env=env, check=False)
             if result.returncode != 0:
                 raise LabError(f"installing simulated GPU profile {profile.name} into {container} failed:\n"
-                                   f"{result.stdout[-3000:]}\n{result.stderr[-2000:]}")
+                               f"{result.stdout[-3000:]}\n{result.stderr[-2000:]}")
     else:
         log(f"{task_file} not found: writing only the GPU list of profile {profile.name}")
         put_file(container, NODE_PROFILE_PATH, simdevices.gpus_to_json(profile.gpus) + "\n", 0o644)

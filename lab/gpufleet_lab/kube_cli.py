@@ -80,4 +80,3 @@ def dispatch(args: argparse.Namespace, command_attr: str = "command") -> int:
     if os.environ.get("GPUFLEET_LAB_TIMING"):
         print(f"labctl: kube {args.command} took {time.monotonic() - started:.1f} s", file=sys.stderr)
     return 0
-

@@ -8,6 +8,7 @@ import pytest
 from gpufleet_lab.apt_mirror import AptSource, parse_deb822_sources
 from gpufleet_lab import binaries
 
+
 def test_mirror_is_the_bookworm_main_source_not_security(host_deb822_sources: str) -> None:
     sources = list(reversed(parse_deb822_sources(host_deb822_sources)))
     assert binaries.find_debian_mirror(sources).uri == "http://mirror.example/debian"

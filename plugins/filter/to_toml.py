@@ -13,10 +13,7 @@ import re
 
 from ansible.errors import AnsibleFilterError
 
-try:
-    from collections.abc import Mapping
-except ImportError:  # pragma: no cover
-    from collections import Mapping
+from ansible.module_utils.six.moves.collections_abc import Mapping
 
 _BARE_KEY = re.compile(r'^[A-Za-z0-9_-]+$')
 _SCALARS = (str, bool, int, float)
