@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+import artifact as artifact_tool  # tools/artifact.py (pytest.ini puts tools/ on the path)
+
 REPO = Path(__file__).resolve().parents[2]
 ROLES = ("container_toolkit", "containerd_nvidia", "gpu_node_join")
 
@@ -53,14 +55,11 @@ def problems(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[str]]:
     defaults = _defaults()
     hosts = {name: {"ansible_connection": "local", **defaults, **overrides} for name, overrides in CASES.items()}
     (work / "inventory.yml").write_text(yaml.safe_dump({"all": {"hosts": hosts}}))
-    ansible_playbook = Path(os.environ.get("VIRTUAL_ENV", REPO / ".venv")) / "bin" / "ansible-playbook"
-    if not ansible_playbook.exists():
-        ansible_playbook = Path(shutil.which("ansible-playbook") or "ansible-playbook")
     env = dict(os.environ, ANSIBLE_GATHERING="explicit", ANSIBLE_RETRY_FILES_ENABLED="false", ANSIBLE_FORKS="8",
                ANSIBLE_NOCOLOR="1", ANSIBLE_PYTHON_INTERPRETER=shutil.which("python3") or "python3")
     env.pop("ANSIBLE_CONFIG", None)
     proc = subprocess.run(
-        [str(ansible_playbook), "-i", str(work / "inventory.yml"), str(work / "playbook.yml"), "-e",
+        [artifact_tool.tool("ansible-playbook"), "-i", str(work / "inventory.yml"), str(work / "playbook.yml"), "-e",
          json.dumps({"out_dir": str(out), "template": str(REPO / "playbooks/templates/strategy_problems.j2")})],
         cwd=work, env=env, capture_output=True, text=True, timeout=600, check=False,
     )
