@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Iterable, Sequence
 
 from gpufleet_lab.apt_mirror import AptSource, host_apt_sources
-from gpufleet_lab.proc import LabError, run
+from gpufleet_lab.proc import LabError, apt_env, log, run
 
 SOURCE_PACKAGE = "kubernetes"
 SOURCE_SUITE = "bookworm"
@@ -168,7 +168,6 @@ def ensure_build_packages() -> None:
         SRC_LIST_PATH.write_text(wanted)
         SRC_LIST_PATH.chmod(0o644)
     run(["apt-get", "update", "-q"], capture=False)
-    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
     # policy-rc.d: installing etcd-server must not start the system etcd service; the lab
     # runs its own etcd process.
     policy = Path("/usr/sbin/policy-rc.d")
@@ -178,7 +177,7 @@ def ensure_build_packages() -> None:
         policy.chmod(0o755)
         created_policy = True
     try:
-        run(["apt-get", "install", "-y", "-q", "--no-install-recommends", *BUILD_PACKAGES], env=env, capture=False)
+        run(["apt-get", "install", "-y", "-q", "--no-install-recommends", *BUILD_PACKAGES], env=apt_env(), capture=False)
     finally:
         if created_policy:
             policy.unlink()
@@ -237,7 +236,7 @@ def build_binaries(force: bool = False) -> Path:
     if not force and root.is_dir():
         for candidate in sorted(root.iterdir(), reverse=True):
             if verify_bin_dir(candidate / "bin") is not None and (candidate / "src").is_dir():
-                print(f"labctl: cached binaries answer --version: {candidate / 'bin'}", file=sys.stderr)
+                log(f"cached binaries answer --version: {candidate / 'bin'}")
                 prune_build_output(candidate / "src")
                 return candidate / "bin"
     started = time.monotonic()
@@ -282,7 +281,7 @@ def build_binaries(force: bool = False) -> Path:
         )
         + "\n"
     )
-    print(f"labctl: built {', '.join(ALL_BINARIES)} in {elapsed:.0f} s -> {bin_dir}", file=sys.stderr)
+    log(f"built {', '.join(ALL_BINARIES)} in {elapsed:.0f} s -> {bin_dir}")
     return bin_dir
 
 

@@ -5,12 +5,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 import time
 
 from gpufleet_lab import binaries, controlplane, inventory, kube, kube_images, node
 from gpufleet_lab.common import LabSettings
-from gpufleet_lab.proc import run
+from gpufleet_lab.proc import log, run
 
 
 def add_commands(commands: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
@@ -78,5 +77,5 @@ def dispatch(args: argparse.Namespace, command_attr: str = "command") -> int:
     elif args.command == "inventory":
         print(inventory.write_inventory(args.path))
     if os.environ.get("GPUFLEET_LAB_TIMING"):
-        print(f"labctl: kube {args.command} took {time.monotonic() - started:.1f} s", file=sys.stderr)
+        log(f"kube {args.command} took {time.monotonic() - started:.1f} s")
     return 0
