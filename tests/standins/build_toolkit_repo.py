@@ -11,9 +11,6 @@ Usage: build_toolkit_repo.py --out DIR [--versions 1.17.7-1 1.17.8-1] [--arch am
 from __future__ import annotations
 
 import argparse
-import email.utils
-import gzip
-import hashlib
 import shutil
 import subprocess
 import sys
@@ -23,11 +20,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parents[1] / "lab"))
+from gpufleet_lab import apt_repo  # noqa: E402  (the lab package, beside the tests)
+
 SOURCES = HERE / "toolkit"
 DEFAULT_VERSIONS = ("1.17.7-1", "1.17.8-1")
 MAINTAINER = "gpufleet test lab <lab@example.invalid>"
 STANDIN_PYTHON = "python3 (>= 3.11)"
 KEY_UID = "gpufleet test lab stand-in repository (THROWAWAY TEST KEY) <lab@example.invalid>"
+RELEASE_FIELDS = {
+    "Origin": "gpufleet test lab (STAND-IN NVIDIA container toolkit)",
+    "Label": "gpufleet-standin-nvidia-container-toolkit",
+}
 
 
 @dataclass
@@ -159,80 +163,20 @@ def build_deb(pkg: Package, version: str, arch: str, outdir: Path, workdir: Path
     return deb
 
 
-def package_stanza(deb: Path, repo_dir: Path) -> str:
-    """Return the Packages index stanza of one .deb."""
-    control = subprocess.run(["dpkg-deb", "--field", str(deb)], check=True, capture_output=True, text=True).stdout
-    data = deb.read_bytes()
-    extra = [
-        f"Filename: ./{deb.relative_to(repo_dir).as_posix()}",
-        f"Size: {len(data)}",
-        f"MD5sum: {hashlib.md5(data).hexdigest()}",  # noqa: S324 - apt index format, not security
-        f"SHA256: {hashlib.sha256(data).hexdigest()}",
-    ]
-    return control.rstrip("\n") + "\n" + "\n".join(extra) + "\n"
-
-
-def release_text(repo_dir: Path, index_files: list[Path], arch: str) -> str:
-    """Return the Release file of a flat repository (no Valid-Until: the lab repo never expires)."""
-    lines = [
-        "Origin: gpufleet test lab (STAND-IN NVIDIA container toolkit)",
-        "Label: gpufleet-standin-nvidia-container-toolkit",
-        f"Architectures: {arch}",
-        f"Date: {email.utils.formatdate(usegmt=True)}",
-    ]
-    for title, algo in (("MD5Sum", hashlib.md5), ("SHA256", hashlib.sha256)):
-        lines.append(f"{title}:")
-        for path in index_files:
-            data = path.read_bytes()
-            lines.append(f" {algo(data).hexdigest()} {len(data):>8} {path.relative_to(repo_dir).as_posix()}")
-    return "\n".join(lines) + "\n"
-
-
-def gpg(home: Path, *args: str, stdin: bytes | None = None) -> bytes:
-    """Run gpg in batch mode in a private home directory."""
-    result = subprocess.run(
-        ["gpg", "--homedir", str(home), "--batch", "--yes", "--no-tty", "--pinentry-mode", "loopback", "--passphrase", "", *args],
-        check=True,
-        capture_output=True,
-        input=stdin,
-    )
-    return result.stdout
-
-
-def sign_repository(arch_dir: Path, key_out: Path) -> None:
-    """Sign Release with a fresh throwaway key: InRelease, Release.gpg and the public key."""
-    home = Path(tempfile.mkdtemp(prefix="standin-gnupg-"))
-    try:
-        home.chmod(0o700)
-        gpg(home, "--quick-gen-key", KEY_UID, "rsa3072", "sign", "1d")
-        release = arch_dir / "Release"
-        gpg(home, "--clearsign", "--digest-algo", "SHA256", "--output", str(arch_dir / "InRelease"), str(release))
-        gpg(home, "--armor", "--detach-sign", "--digest-algo", "SHA256", "--output", str(arch_dir / "Release.gpg"), str(release))
-        key_out.write_bytes(gpg(home, "--armor", "--export"))
-    finally:
-        subprocess.run(["gpgconf", "--homedir", str(home), "--kill", "all"], check=False, capture_output=True)
-        shutil.rmtree(home, ignore_errors=True)
-
-
 def build_repository(out: Path, versions: list[str], arch: str) -> Path:
     """Build the packages of every version and the signed repository under ``out``."""
     arch_dir = out / arch
     if out.exists():
         shutil.rmtree(out)
     arch_dir.mkdir(parents=True)
-    stanzas = []
     with tempfile.TemporaryDirectory(prefix="standin-build-") as work:
-        for version in versions:
-            for pkg in packages_for(version, arch):
-                deb = build_deb(pkg, version, arch, arch_dir, Path(work))
-                stanzas.append(package_stanza(deb, arch_dir))
-    packages = arch_dir / "Packages"
-    packages.write_text("\n".join(stanzas), encoding="utf-8")
-    (arch_dir / "Packages.gz").write_bytes(gzip.compress(packages.read_bytes(), mtime=0))
-    (arch_dir / "Release").write_text(release_text(arch_dir, [packages, arch_dir / "Packages.gz"], arch), encoding="utf-8")
-    sign_repository(arch_dir, out / "gpgkey")
-    for path in [out, *out.rglob("*")]:
-        path.chmod(0o755 if path.is_dir() else 0o644)
+        debs = [build_deb(pkg, version, arch, arch_dir, Path(work))
+                for version in versions for pkg in packages_for(version, arch)]
+    indexes = apt_repo.write_packages(arch_dir, debs, arch_dir)
+    (arch_dir / "Release").write_text(apt_repo.release_text(arch_dir, indexes, RELEASE_FIELDS | {"Architectures": arch}),
+                                      encoding="utf-8")
+    apt_repo.sign(arch_dir, out / "gpgkey", KEY_UID)
+    apt_repo.make_readable(out)
     return out
 
 

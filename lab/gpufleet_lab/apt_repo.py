@@ -1,0 +1,83 @@
+"""A signed apt repository from .deb files: the index, the Release file and its signatures.
+
+Used by the lab's package mirror (package_mirror.py: Debian layout, ``dists/<suite>/<component>/``) and the
+STAND-IN toolkit repository (tests/standins/build_toolkit_repo.py: NVIDIA's flat layout). Each is signed
+with a throwaway key made for it; the roles receive its public key as their repository key, as they would a
+real mirror's.
+"""
+from __future__ import annotations
+
+import email.utils
+import gzip
+import hashlib
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Sequence
+
+from gpufleet_lab.proc import run
+
+KEY_UID_FORMAT = "gpufleet test lab {what} (THROWAWAY TEST KEY) <lab@example.invalid>"
+
+
+def package_stanza(deb: Path, base: Path) -> str:
+    """The Packages index stanza of one .deb, its Filename relative to ``base`` (the repository's root)."""
+    control = run(["dpkg-deb", "--field", str(deb)], quiet=True).stdout
+    data = deb.read_bytes()
+    relative = deb.relative_to(base).as_posix()
+    extra = [
+        f"Filename: {'./' if base == deb.parent else ''}{relative}",
+        f"Size: {len(data)}",
+        f"MD5sum: {hashlib.md5(data).hexdigest()}",  # noqa: S324 - apt index format, not security
+        f"SHA256: {hashlib.sha256(data).hexdigest()}",
+    ]
+    return control.rstrip("\n") + "\n" + "\n".join(extra) + "\n"
+
+
+def write_packages(index_dir: Path, debs: Sequence[Path], base: Path) -> list[Path]:
+    """Write Packages and Packages.gz of ``debs`` into ``index_dir``; return both paths."""
+    index_dir.mkdir(parents=True, exist_ok=True)
+    packages = index_dir / "Packages"
+    packages.write_text("\n".join(package_stanza(deb, base) for deb in debs), encoding="utf-8")
+    compressed = index_dir / "Packages.gz"
+    compressed.write_bytes(gzip.compress(packages.read_bytes(), mtime=0))
+    return [packages, compressed]
+
+
+def release_text(release_dir: Path, index_files: Sequence[Path], fields: dict[str, str]) -> str:
+    """The Release file over ``index_files`` (paths relative to ``release_dir``); no Valid-Until: it never expires."""
+    lines = [f"{name}: {value}" for name, value in fields.items()]
+    lines.append(f"Date: {email.utils.formatdate(usegmt=True)}")
+    for title, algo in (("MD5Sum", hashlib.md5), ("SHA256", hashlib.sha256)):
+        lines.append(f"{title}:")
+        for path in index_files:
+            data = path.read_bytes()
+            lines.append(f" {algo(data).hexdigest()} {len(data):>8} {path.relative_to(release_dir).as_posix()}")
+    return "\n".join(lines) + "\n"
+
+
+def gpg(home: Path, *args: str) -> str:
+    """Run gpg in batch mode in a private home directory."""
+    return run(["gpg", "--homedir", str(home), "--batch", "--yes", "--no-tty", "--pinentry-mode", "loopback",
+                "--passphrase", "", *args], quiet=True).stdout
+
+
+def sign(release_dir: Path, key_out: Path, key_uid: str) -> None:
+    """Sign ``release_dir``/Release with a fresh throwaway key: InRelease, Release.gpg and the public key."""
+    home = Path(tempfile.mkdtemp(prefix="gpufleet-gnupg-"))
+    try:
+        home.chmod(0o700)
+        gpg(home, "--quick-gen-key", key_uid, "rsa3072", "sign", "never")
+        release = release_dir / "Release"
+        gpg(home, "--clearsign", "--digest-algo", "SHA256", "--output", str(release_dir / "InRelease"), str(release))
+        gpg(home, "--armor", "--detach-sign", "--digest-algo", "SHA256", "--output", str(release_dir / "Release.gpg"), str(release))
+        key_out.write_text(gpg(home, "--armor", "--export"))
+    finally:
+        run(["gpgconf", "--homedir", str(home), "--kill", "all"], check=False, quiet=True)
+        shutil.rmtree(home, ignore_errors=True)
+
+
+def make_readable(root: Path) -> None:
+    """Directories 0755, files 0644: apt's unprivileged _apt user reads a file: repository."""
+    for path in [root, *root.rglob("*")]:
+        path.chmod(0o755 if path.is_dir() else 0o644)
