@@ -1,6 +1,6 @@
 """Run `make test`'s stages, stop at the first failure, and end with a table of wall times.
 
-The build stages (virtualenv, collection, artifact, images) run first, one after the other. The test stages
+The build stages (virtualenv, collection, artifact, images, package mirror) run first, one after the other. The test stages
 then run in lanes at once, each lane's stages one after the other; the Kubernetes binaries (a build from source
 when the cache is cold) are built while the host lanes run, and the Kubernetes lanes start once they are there:
 
@@ -29,7 +29,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 LOGS = REPO / ".build" / "test-logs"
-BUILD_STAGES = ["venv", "collection", "artifact", "images"]
+BUILD_STAGES = ["venv", "collection", "artifact", "images", "package-mirror"]
 KUBE_BUILD_STAGE = "kube-binaries"  # the Kubernetes lanes need it; the host lanes do not
 # The Kubernetes lanes, longest scenario first; kubelab-test is the lab's own tests.
 KUBE_LANES = {

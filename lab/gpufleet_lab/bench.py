@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from gpufleet_lab import apt_mirror, inventory, standins
+from gpufleet_lab import inventory, package_mirror, standins
 from gpufleet_lab.proc import run
 
 REPO = Path(__file__).resolve().parents[2]
@@ -58,19 +58,22 @@ def _held_packages(node: str) -> list[str]:
 
 
 def _raw_install(node: str, packages: list[str]) -> None:
-    """What an engineer would type: the sources, then apt-get install of the exact versions."""
-    mirrors = apt_mirror.host_mirrors()
-    key = (standins.ensure_repository() / "gpgkey").read_text()
+    """What an engineer would type: the sources (the same mirrors the roles use), then apt-get install."""
+    mirror = package_mirror.load_versions()["mirror"]
     script = (
         "set -e; export DEBIAN_FRONTEND=noninteractive; mkdir -p /etc/apt/keyrings; "
-        "printf '%s' \"$KEY\" > /etc/apt/keyrings/toolkit.asc; "
-        "printf 'Types: deb\\nURIs: %s\\nSuites: bookworm bookworm-backports\\nComponents: contrib non-free\\n"
-        "Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg\\n' \"$MIRROR\" > /etc/apt/sources.list.d/nonfree.sources; "
+        "printf '%s' \"$TOOLKIT_KEY\" > /etc/apt/keyrings/toolkit.asc; "
+        "printf '%s' \"$MIRROR_KEY\" > /etc/apt/keyrings/mirror.asc; "
+        "printf 'Types: deb\\nURIs: %s\\nSuites: %s\\nComponents: %s\\nSigned-By: /etc/apt/keyrings/mirror.asc\\n' "
+        "\"$MIRROR_URL\" \"$MIRROR_SUITE\" \"$MIRROR_COMPONENT\" > /etc/apt/sources.list.d/mirror.sources; "
         "printf 'Types: deb\\nURIs: file:/srv/gpufleet-standin-toolkit/amd64\\nSuites: /\\n"
         "Signed-By: /etc/apt/keyrings/toolkit.asc\\n' > /etc/apt/sources.list.d/toolkit.sources; "
         "apt-get update -q; apt-get install -y -q --no-install-recommends --allow-downgrades \"$@\""
     )
-    run(["docker", "exec", "-e", f"KEY={key}", "-e", f"MIRROR={mirrors.archive}", node, "sh", "-c", script, "raw", *packages])
+    settings = {"TOOLKIT_KEY": standins.public_key(), "MIRROR_KEY": package_mirror.public_key(),
+                "MIRROR_URL": mirror["url"], "MIRROR_SUITE": mirror["suite"], "MIRROR_COMPONENT": mirror["component"]}
+    environment = [argument for name, value in settings.items() for argument in ("-e", f"{name}={value}")]
+    run(["docker", "exec", *environment, node, "sh", "-c", script, "raw", *packages])
 
 
 def _machine() -> dict[str, str]:

@@ -3,7 +3,8 @@
 Same shape as every inventory of the project: group ``gpu_nodes`` (the fleet) with child
 ``gpu_new`` (machines to onboard). It carries only what a lab needs on top of the roles'
 defaults: the docker connection, each node's kubelet root dir and simulated GPU profile, the
-lab's admin kubeconfig, the simulated device plugin image and the simulated GPU paths.
+lab's admin kubeconfig, the simulated device plugin image and the simulated GPU paths, and the
+package mirror's versions and the roles' mirror settings pointing at it (package_mirror.py).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import os
 from pathlib import Path
 from typing import Any, Sequence
 
-from gpufleet_lab import kube_images, standins
+from gpufleet_lab import kube_images, package_mirror, standins
 from gpufleet_lab.common import REPO_ROOT, LabSettings, write_private
 from gpufleet_lab.node import NodeSpec, load_specs
 
@@ -59,11 +60,11 @@ def render_group_vars(settings: LabSettings) -> dict[str, Any]:
     repository, _colon, tag = kube_images.DEVICE_PLUGIN_IMAGE.rpartition(":")
     return {
         "ansible_python_interpreter": "/usr/bin/python3",
-        # Versions, pinned once for the lab's fleet: what Debian bookworm and the stand-in
-        # toolkit repository carry.
-        "nvidia_driver_version": "535.261.03",
+        # Versions, pinned once for the lab's fleet: the driver and containerd from the lab's package mirror
+        # (package_mirror.py: chosen from what Debian's archive offered when it was built), the toolkit from the
+        # stand-in repository. The roles install from the mirror through their mirror settings.
+        **mirror_vars(package_mirror.load_versions(), package_mirror.public_key()),
         "container_toolkit_version": "1.17.8-1",
-        "containerd_nvidia_version": "1.6.20~ds1-1+deb12u3",
         "containerd_nvidia_mode": "runtimeclass",
         "gpu_node_join_runtime_class": True,
         # Containers have no kernel: the driver role installs user space only, and reloads the
@@ -98,6 +99,30 @@ def render_group_vars(settings: LabSettings) -> dict[str, Any]:
         "gpu_node_join_device_plugin_version": tag,
         "gpu_node_join_smoke_test": True,
         "gpu_node_join_smoke_test_image": f"docker.io/{kube_images.SMOKE_IMAGE}",
+    }
+
+
+def mirror_vars(versions: dict[str, Any], key: str) -> dict[str, Any]:
+    """The roles' mirror settings and the fleet's versions from the package mirror's versions.yml."""
+    packages = "gpufleet_lab_versions.driver_packages[nvidia_driver_version | string]"
+    mirror = versions["mirror"]
+    return {
+        "gpufleet_lab_versions": versions,
+        "nvidia_driver_version": versions["driver"]["current"],
+        # follow nvidia_driver_version where a play changes it (a rollout to the previous version)
+        "nvidia_driver_package_version": f"{{{{ {packages}.package_version | default('') }}}}",
+        "nvidia_driver_package_versions": f"{{{{ {packages}.package_versions | default({{}}) }}}}",
+        "nvidia_driver_source": "mirror",
+        "nvidia_driver_mirror_url": mirror["url"],
+        "nvidia_driver_mirror_suites": [mirror["suite"]],
+        "nvidia_driver_mirror_components": [mirror["component"]],
+        "nvidia_driver_mirror_signing_key": key,
+        "containerd_nvidia_version": versions["containerd"]["version"],
+        "containerd_nvidia_repo_enabled": True,
+        "containerd_nvidia_repo_url": mirror["url"],
+        "containerd_nvidia_repo_suite": mirror["suite"],
+        "containerd_nvidia_repo_components": [mirror["component"]],
+        "containerd_nvidia_repo_key_content": key,
     }
 
 

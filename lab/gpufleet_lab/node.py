@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from gpufleet_lab import binaries, controlplane, gpuprofiles, kube_images, pki, standins
+from gpufleet_lab import binaries, controlplane, gpuprofiles, kube_images, package_mirror, pki, standins
 from gpufleet_lab.common import (
     BIN_MOUNT,
     LABEL_KEY,
@@ -226,6 +226,7 @@ def _run_container(settings: LabSettings, spec: NodeSpec, image: str, bin_dir: P
         "--device", "/dev/kmsg",
         "-v", f"{spec.volume}:/var/lib/containerd",
         "-v", f"{bin_dir / 'kubelet'}:{BIN_MOUNT}/kubelet:ro",
+        *package_mirror.docker_volume(),
         image,
     ])
 

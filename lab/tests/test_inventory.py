@@ -25,8 +25,18 @@ def test_all_nodes_are_new_by_default() -> None:
     assert set(data["all"]["children"]["gpu_nodes"]["children"]["gpu_new"]["hosts"]) == {"gflab-a", "gflab-b"}
 
 
+VERSIONS = {
+    "driver": {"previous": "535.216.03", "current": "535.261.03", "newest": "535.309.01"},
+    "driver_packages": {"535.261.03": {"package_version": "535.261.03-1", "package_versions": {}}},
+    "containerd": {"version": "1.6.20~ds1-1+deb12u3"},
+    "mirror": {"url": "file:///srv/gpufleet-package-mirror", "suite": "gpufleet-lab", "component": "main"},
+}
+
+
 def test_group_vars_are_lab_overrides(monkeypatch) -> None:
     monkeypatch.setattr(inventory.standins, "public_key", lambda: "-----BEGIN PGP PUBLIC KEY BLOCK-----\n...\n")
+    monkeypatch.setattr(inventory.package_mirror, "public_key", lambda: "-----BEGIN PGP PUBLIC KEY BLOCK-----\nm\n")
+    monkeypatch.setattr(inventory.package_mirror, "load_versions", lambda: VERSIONS)
     text = inventory.dump(inventory.render_group_vars(LabSettings()))
     assert text.splitlines()[2] == "---"
     data = yaml.safe_load(text)
@@ -37,3 +47,10 @@ def test_group_vars_are_lab_overrides(monkeypatch) -> None:
     assert data["container_toolkit_repo_url"].startswith("file:/")
     assert "BEGIN PGP PUBLIC KEY BLOCK" in data["container_toolkit_repo_key_content"]
     assert data["containerd_nvidia_cri_settings"]["restrict_oom_score_adj"] is True
+    # the driver and containerd come from the package mirror, at the versions its versions.yml chose
+    assert data["nvidia_driver_version"] == "535.261.03"
+    assert data["nvidia_driver_source"] == "mirror"
+    assert data["nvidia_driver_mirror_url"] == data["containerd_nvidia_repo_url"] == "file:///srv/gpufleet-package-mirror"
+    assert data["nvidia_driver_mirror_signing_key"] == data["containerd_nvidia_repo_key_content"]
+    assert data["containerd_nvidia_version"] == "1.6.20~ds1-1+deb12u3"
+    assert "nvidia_driver_version" in data["nvidia_driver_package_version"]  # follows a play's version
