@@ -1,9 +1,10 @@
 """The host state nvidia_driver leaves, read on the node (testinfra): shared by nvidia_driver_install and nvidia_driver_upgrade.
 
-What each scenario expects is in its ``vars/expected_driver.yml``: ``packages`` (name: exact Debian
-version), ``suites`` of the role's source, ``newer_version_available`` (the archive carries another version
-of the packages, so without the holds and pins apt would move them) and ``gone_versions`` (driver versions
-of which nothing may be left installed or held).
+What each scenario expects is in its ``vars/expected_driver.yml``: ``driver`` (previous, current or newest:
+one of the driver versions of the lab's package mirror, whose ``versions.yml`` gives its exact package
+versions), ``packages`` (the names), ``newer_version_available`` (the mirror carries another version of the
+packages, so without the holds and pins apt would move them) and ``gone_drivers`` (driver versions of which
+nothing may be left installed or held).
 """
 from __future__ import annotations
 
@@ -16,10 +17,27 @@ import pytest
 import yaml
 
 EXPECTED = yaml.safe_load(Path(os.environ["MOLECULE_SCENARIO_DIRECTORY"], "vars", "expected_driver.yml").read_text(encoding="utf-8"))
-PACKAGES: dict[str, str] = EXPECTED["packages"]
+MIRROR = Path(os.environ["MOLECULE_PROJECT_DIRECTORY"], ".build", "package-mirror")
+VERSIONS = yaml.safe_load((MIRROR / "versions.yml").read_text(encoding="utf-8"))
+DRIVER = VERSIONS["driver_packages"][VERSIONS["driver"][EXPECTED["driver"]]]
+PACKAGES: dict[str, str] = {name: DRIVER["package_versions"].get(name, DRIVER["package_version"]) for name in EXPECTED["packages"]}
+GONE_VERSIONS = [VERSIONS["driver"][role] for role in EXPECTED.get("gone_drivers", [])]
 ROLE_FILES = ("/etc/apt/preferences.d/gpufleet-nvidia-driver", "/etc/apt/apt.conf.d/51gpufleet-nvidia-driver",
               "/etc/modules-load.d/gpufleet-nvidia.conf", "/etc/modprobe.d/gpufleet-nvidia-blacklist-nouveau.conf")
 testinfra_hosts = ["ansible://all"]
+
+
+def _deb822_fields(text: str) -> dict[str, str]:
+    """One deb822 stanza; a continued field's lines joined with newlines (an embedded key)."""
+    fields: dict[str, str] = {}
+    name = ""
+    for line in text.splitlines():
+        if line.startswith((" ", "\t")) and name:
+            fields[name] += "\n" + line.strip()
+        elif ":" in line and not line.startswith("#"):
+            name, _colon, value = line.partition(":")
+            fields[name] = value.strip()
+    return fields
 
 
 def _content_lines(host, path: str) -> list[str]:
@@ -43,8 +61,8 @@ def test_exactly_the_driver_packages_are_held(host) -> None:
     assert held == sorted(PACKAGES)
 
 
-if EXPECTED.get("gone_versions"):
-    @pytest.mark.parametrize("version", EXPECTED["gone_versions"])
+if GONE_VERSIONS:
+    @pytest.mark.parametrize("version", GONE_VERSIONS)
     def test_nothing_of_an_earlier_driver_is_left(host, version: str) -> None:
         listing = host.check_output("dpkg-query -W -f='${Package} ${Version} ${db:Status-Abbrev}\\n'").splitlines()
         assert [line for line in listing if version in line] == []
@@ -64,16 +82,13 @@ def test_every_package_pinned_at_its_version_with_priority_1001_and_nothing_else
     assert len(re.findall(r"(?m)^Package:", text)) == len(PACKAGES)
 
 
-def test_source_is_deb822_with_a_signed_by_keyring(host) -> None:
-    fields = dict(line.split(": ", 1) for line in _content_lines(host, "/etc/apt/sources.list.d/gpufleet-nvidia-driver.sources"))
-    assert fields == {
-        **fields,
-        "Types": "deb",
-        "URIs": "http://deb.debian.org/debian",
-        "Suites": " ".join(EXPECTED["suites"]),
-        "Components": "contrib non-free non-free-firmware",
-        "Signed-By": "/usr/share/keyrings/debian-archive-keyring.gpg",
-    }
+def test_source_is_the_mirror_as_deb822_with_its_key_embedded(host) -> None:
+    fields = _deb822_fields(host.file("/etc/apt/sources.list.d/gpufleet-nvidia-driver.sources").content_string)
+    mirror = VERSIONS["mirror"]
+    assert {name: fields.get(name) for name in ("Types", "URIs", "Suites", "Components")} == {
+        "Types": "deb", "URIs": mirror["url"], "Suites": mirror["suite"], "Components": mirror["component"]}
+    key = (MIRROR / "gpgkey").read_text(encoding="utf-8")
+    assert fields["Signed-By"].replace("\n.\n", "\n\n").strip() == key.strip()
 
 
 def test_unattended_upgrades_blacklist_is_exactly_the_driver_packages(host) -> None:
