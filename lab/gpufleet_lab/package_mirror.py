@@ -29,7 +29,7 @@ import yaml
 
 from gpufleet_lab import apt_mirror, apt_repo
 from gpufleet_lab.common import REPO_ROOT
-from gpufleet_lab.proc import LabError, log, run, succeeds
+from gpufleet_lab.proc import LabError, exclusive, log, run, succeeds
 
 CACHE = Path("/var/cache/gpufleet/package-mirror")
 LINK = REPO_ROOT / ".build" / "package-mirror"
@@ -212,16 +212,17 @@ def _build(target: Path, apt: ScratchApt, versions: dict) -> None:
 
 def _link(target: Path) -> Path:
     LINK.parent.mkdir(parents=True, exist_ok=True)
-    if LINK.is_symlink() or LINK.exists():
-        LINK.unlink()
-    LINK.symlink_to(target)
+    staged = LINK.with_name(f"{LINK.name}.{os.getpid()}")
+    staged.unlink(missing_ok=True)
+    staged.symlink_to(target)
+    staged.replace(LINK)
     print(f"package mirror: {target}", flush=True)
     return target
 
 
 def ensure() -> Path:
     """Resolve the test versions against the archive, build the mirror unless the cache holds it, link it."""
-    with tempfile.TemporaryDirectory(prefix="gpufleet-apt-") as scratch:
+    with exclusive(CACHE / ".lock"), tempfile.TemporaryDirectory(prefix="gpufleet-apt-") as scratch:
         try:
             apt = ScratchApt(Path(scratch))
             apt("update", "-qq")
@@ -235,7 +236,6 @@ def ensure() -> Path:
             return _link(cached)
         target = CACHE / key_of(versions)
         if not (target / "versions.yml").is_file():
-            CACHE.mkdir(parents=True, exist_ok=True)
             _build(target, apt, versions)
     return _link(target)
 

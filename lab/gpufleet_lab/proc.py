@@ -1,11 +1,14 @@
-"""The lab's one process helper: run commands with clear errors, wait for conditions, log steps."""
+"""The lab's one process helper: run commands with clear errors, wait for conditions and for each other, log steps."""
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import subprocess
 import sys
 import time
-from typing import Callable, Mapping, Sequence, TypeVar
+from pathlib import Path
+from typing import Callable, Iterator, Mapping, Sequence, TypeVar
 
 T = TypeVar("T")
 
@@ -69,3 +72,16 @@ def wait_for(what: str, probe: Callable[[], T | None], timeout: float, interval:
         if time.monotonic() > deadline:
             raise LabError(f"timed out after {timeout:.0f} s waiting for {what}")
         time.sleep(interval)
+
+
+@contextlib.contextmanager
+def exclusive(lock: Path) -> Iterator[None]:
+    """Hold ``lock`` (a file, created if missing) against every other lab process: `make test`'s lanes build
+    the same cache entries at once when the cache is cold."""
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    with lock.open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 from gpufleet_lab.common import REPO_ROOT
-from gpufleet_lab.proc import log, run
+from gpufleet_lab.proc import exclusive, log, run
 
 BUILDER = REPO_ROOT / "tests" / "standins" / "build_toolkit_repo.py"
 CACHE = Path("/var/cache/gpufleet/standin-toolkit")
@@ -29,11 +29,11 @@ def _key() -> str:
 def ensure_repository() -> Path:
     """Build the signed repository once per builder content; return its directory."""
     out = CACHE / _key()
-    if not (out / "gpgkey").is_file() or not out.with_suffix(".tar.gz").is_file():
-        log("building the stand-in NVIDIA container toolkit repository")
-        shutil.rmtree(out, ignore_errors=True)
-        CACHE.mkdir(parents=True, exist_ok=True)
-        run([sys.executable, str(BUILDER), "--out", str(out), "--archive", str(out.with_suffix(".tar.gz"))])
+    with exclusive(CACHE / ".lock"):
+        if not (out / "gpgkey").is_file() or not out.with_suffix(".tar.gz").is_file():
+            log("building the stand-in NVIDIA container toolkit repository")
+            shutil.rmtree(out, ignore_errors=True)
+            run([sys.executable, str(BUILDER), "--out", str(out), "--archive", str(out.with_suffix(".tar.gz"))])
     return out
 
 
