@@ -1,0 +1,97 @@
+"""The bench's profile of a run (from a real ansible.posix.json report), its goals and its plot; no lab needed."""
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from gpufleet_lab import bench, bench_profile
+from gpufleet_lab.bench_profile import Profile
+
+PLAYBOOK = """
+- name: Two plays' worth of tasks
+  hosts: localhost
+  gather_facts: false
+  tasks:
+    - name: A playbook's own task
+      ansible.builtin.command: sleep 0.3
+      changed_when: false
+    - name: The role
+      ansible.builtin.import_role:
+        name: slow_role
+    - name: Skipped everywhere
+      ansible.builtin.debug:
+        msg: never
+      when: false
+"""
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """A real report: ansible-playbook on localhost with the json callback as stdout."""
+    root = tmp_path_factory.mktemp("play")
+    tasks = root / "roles" / "slow_role" / "tasks"
+    tasks.mkdir(parents=True)
+    (tasks / "main.yml").write_text("- name: Sleep in the role\n  ansible.builtin.command: sleep 0.6\n  changed_when: false\n")
+    (root / "play.yml").write_text(PLAYBOOK)
+    env = dict(os.environ, ANSIBLE_STDOUT_CALLBACK="ansible.posix.json", ANSIBLE_ROLES_PATH=str(root / "roles"))
+    ansible_playbook = Path(sys.executable).with_name("ansible-playbook")
+    output = bench.run([str(ansible_playbook), "-i", "localhost,", "-c", "local",
+                         "-e", f"ansible_python_interpreter={sys.executable}", str(root / "play.yml")], env=env)
+    return json.loads(output.stdout)
+
+
+def test_time_goes_to_the_role_and_the_playbook(report: dict) -> None:
+    profile = bench_profile.profile_of(2.0, report)
+    assert profile.tasks == 3
+    assert set(profile.parts) == {"slow_role", bench_profile.PLAYBOOK_PART}
+    assert profile.parts["slow_role"] >= 0.6
+    assert profile.parts[bench_profile.PLAYBOOK_PART] >= 0.3
+    play = report["plays"][0]["play"]["duration"]
+    assert sum(profile.parts.values()) <= (bench_profile._instant(play["end"]) - bench_profile._instant(play["start"])).total_seconds()
+    assert profile.slowest[0][0] == "slow_role : Sleep in the role"
+
+
+@pytest.mark.parametrize("name, part", [
+    ("gpufleet.node.nvidia_driver : Install the driver", "nvidia_driver"),
+    ("gpufleet.node._common : Check the arguments", "_common"),
+    ("Summarise, once, on the controller", bench_profile.PLAYBOOK_PART),
+])
+def test_part_of(name: str, part: str) -> None:
+    assert bench_profile.part_of(name) == part
+
+
+def test_median_is_the_middle_run() -> None:
+    runs = [Profile(3.0), Profile(1.0), Profile(2.0)]
+    assert bench_profile.median(runs).seconds == 2.0
+
+
+def _figures(rerun_8: float) -> dict:
+    curve = {count: Profile(10.0 + count, {"nvidia_driver": 4.0, "playbook": 2.0}, 150, [("a : b", 1.0)])
+             for count in bench.CURVE}
+    curve[8] = Profile(rerun_8, {"nvidia_driver": 8.0}, 1200)
+    return {
+        "machine": {"cpu": "cpu", "cores": "2", "memory_gib": "24", "kernel": "6", "python": "3.11", "forks": "5"},
+        "onboard_one_bare": Profile(80.0, {"gpu_node_join": 30.0}), "raw_apt_install_s": 5.0, "raw_packages": ["a=1"],
+        "one_task_1_node": Profile(1.0, tasks=1), "curve": curve,
+        "rerun_1_node_no_pipelining": Profile(14.0), "rerun_1_node_mitogen": "ERROR! not supported",
+        **{name: Profile(2.0) for name in ["upgrade_noop_4_nodes", "preflight_module", "preflight_shell",
+                                           "check_4_nodes", "preflight_api_4_nodes"]},
+    }
+
+
+@pytest.mark.parametrize("rerun_8, met", [(22.0, "yes"), (40.0, "no")])
+def test_goals_are_judged_on_the_figures(rerun_8: float, met: str) -> None:
+    text = bench.render(_figures(rerun_8))
+    assert f"| Idempotent re-run: 8 nodes / 1 node | 2.50 | {rerun_8 / 11:.2f} | {met} |" in text
+    assert "| Bare onboard less the Kubernetes part / raw apt-get install | 10.00 | 10.00 | yes |" in text
+    assert "could not run onboard.yml here: `ERROR! not supported`" in text
+
+
+def test_plot_writes_a_png(tmp_path: Path) -> None:
+    target = tmp_path / "curve.png"
+    bench.plot(_figures(22.0)["curve"], target)
+    assert target.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
