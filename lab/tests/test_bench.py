@@ -39,8 +39,9 @@ def report(tmp_path_factory: pytest.TempPathFactory) -> dict:
     (root / "play.yml").write_text(PLAYBOOK)
     env = dict(os.environ, ANSIBLE_STDOUT_CALLBACK="ansible.posix.json", ANSIBLE_ROLES_PATH=str(root / "roles"))
     ansible_playbook = Path(sys.executable).with_name("ansible-playbook")
-    output = bench.run([str(ansible_playbook), "-i", "localhost,", "-c", "local",
-                         "-e", f"ansible_python_interpreter={sys.executable}", str(root / "play.yml")], env=env)
+    argv = [str(ansible_playbook), "-i", "localhost,", "-c", "local",
+            "-e", f"ansible_python_interpreter={sys.executable}", str(root / "play.yml")]
+    output = bench.run(argv, env=env)
     return json.loads(output.stdout)
 
 
