@@ -62,15 +62,18 @@ def gpg(home: Path, *args: str) -> str:
                 "--passphrase", "", *args], quiet=True).stdout
 
 
-def sign(release_dir: Path, key_out: Path, key_uid: str) -> None:
-    """Sign ``release_dir``/Release with a fresh throwaway key: InRelease, Release.gpg and the public key."""
+def sign(release_dir: Path, key_out: Path, key_uid: str, also: Sequence[Path] = ()) -> None:
+    """Sign ``release_dir``/Release (and each of ``also``) with one fresh throwaway key: InRelease, Release.gpg
+    and the public key."""
     home = Path(tempfile.mkdtemp(prefix="gpufleet-gnupg-"))
     try:
         home.chmod(0o700)
         gpg(home, "--quick-gen-key", key_uid, "rsa3072", "sign", "never")
-        release = release_dir / "Release"
-        gpg(home, "--clearsign", "--digest-algo", "SHA256", "--output", str(release_dir / "InRelease"), str(release))
-        gpg(home, "--armor", "--detach-sign", "--digest-algo", "SHA256", "--output", str(release_dir / "Release.gpg"), str(release))
+        for directory in (release_dir, *also):
+            release = directory / "Release"
+            gpg(home, "--clearsign", "--digest-algo", "SHA256", "--output", str(directory / "InRelease"), str(release))
+            gpg(home, "--armor", "--detach-sign", "--digest-algo", "SHA256", "--output", str(directory / "Release.gpg"),
+                str(release))
         key_out.write_text(gpg(home, "--armor", "--export"))
     finally:
         run(["gpgconf", "--homedir", str(home), "--kill", "all"], check=False, quiet=True)

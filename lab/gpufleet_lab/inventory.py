@@ -120,7 +120,7 @@ def mirror_vars(versions: dict[str, Any], key: str) -> dict[str, Any]:
         "containerd_nvidia_version": versions["containerd"]["version"],
         "containerd_nvidia_repo_enabled": True,
         "containerd_nvidia_repo_url": mirror["url"],
-        "containerd_nvidia_repo_suite": mirror["suite"],
+        "containerd_nvidia_repo_suite": mirror["containerd_suite"],
         "containerd_nvidia_repo_components": [mirror["component"]],
         "containerd_nvidia_repo_key_content": key,
     }

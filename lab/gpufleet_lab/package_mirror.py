@@ -36,9 +36,12 @@ LINK = REPO_ROOT / ".build" / "package-mirror"
 NODE_DIR = "/srv/gpufleet-package-mirror"
 URL = f"file://{NODE_DIR}"
 SUITE = "gpufleet-lab"
+# apt refuses two sources of one URI and suite with different Signed-By values, and the driver role embeds its
+# key while containerd_nvidia names a keyring file: each role gets a suite of its own over the same pool.
+CONTAINERD_SUITE = "gpufleet-lab-containerd"
 COMPONENT = "main"
 ARCH = "amd64"
-BUILDER_REVISION = 1
+BUILDER_REVISION = 2
 NODE_IMAGE = "gpufleet-lab/node:bookworm"
 KEY_UID = apt_repo.KEY_UID_FORMAT.format(what="package mirror")
 
@@ -121,7 +124,7 @@ def choose_versions(offers: dict[str, list[Offer]], built: str) -> dict:
         "driver_package_version": {role: packages[version]["package_version"] for role, version in roles.items()},
         "driver_packages": packages,
         "containerd": {"version": containerd[0].version, "suite": RELEASE},
-        "mirror": {"url": URL, "suite": SUITE, "component": COMPONENT},
+        "mirror": {"url": URL, "suite": SUITE, "containerd_suite": CONTAINERD_SUITE, "component": COMPONENT},
     }
 
 
@@ -188,6 +191,17 @@ def pins_of(versions: dict) -> list[list[str]]:
     return installs
 
 
+def _write_suite(root: Path, suite: str) -> Path:
+    """dists/<suite> indexing every package of the pool; the directory to sign."""
+    release_dir = root / "dists" / suite
+    debs = sorted((root / "pool" / COMPONENT).iterdir())
+    indexes = apt_repo.write_packages(release_dir / COMPONENT / f"binary-{ARCH}", debs, root)
+    fields = {"Origin": "gpufleet test lab (package mirror of Debian's archive)", "Label": "gpufleet-package-mirror",
+              "Suite": suite, "Codename": suite, "Architectures": ARCH, "Components": COMPONENT}
+    (release_dir / "Release").write_text(apt_repo.release_text(release_dir, indexes, fields))
+    return release_dir
+
+
 def _build(target: Path, apt: ScratchApt, versions: dict) -> None:
     partial = target.with_name(target.name + ".partial")
     shutil.rmtree(partial, ignore_errors=True)
@@ -196,12 +210,8 @@ def _build(target: Path, apt: ScratchApt, versions: dict) -> None:
     wanted = sorted({pin for pins in pins_of(versions) for pin in apt.download_list(pins)})
     log(f"package mirror: downloading {len(wanted)} packages from the archive")
     apt.download(wanted, pool)
-    release_dir = partial / "dists" / SUITE
-    indexes = apt_repo.write_packages(release_dir / COMPONENT / f"binary-{ARCH}", sorted(pool.iterdir()), partial)
-    fields = {"Origin": "gpufleet test lab (package mirror of Debian's archive)", "Label": "gpufleet-package-mirror",
-              "Suite": SUITE, "Codename": SUITE, "Architectures": ARCH, "Components": COMPONENT}
-    (release_dir / "Release").write_text(apt_repo.release_text(release_dir, indexes, fields))
-    apt_repo.sign(release_dir, partial / "gpgkey", KEY_UID)
+    release_dirs = [_write_suite(partial, suite) for suite in (SUITE, CONTAINERD_SUITE)]
+    apt_repo.sign(release_dirs[0], partial / "gpgkey", KEY_UID, also=release_dirs[1:])
     (partial / "versions.yml").write_text(
         "# The lab's test versions, chosen by lab/gpufleet_lab/package_mirror.py from what Debian's archive\n"
         "# offered that day; the packages are in this repository. Do not edit.\n"

@@ -29,7 +29,8 @@ VERSIONS = {
     "driver": {"previous": "535.216.03", "current": "535.261.03", "newest": "535.309.01"},
     "driver_packages": {"535.261.03": {"package_version": "535.261.03-1", "package_versions": {}}},
     "containerd": {"version": "1.6.20~ds1-1+deb12u3"},
-    "mirror": {"url": "file:///srv/gpufleet-package-mirror", "suite": "gpufleet-lab", "component": "main"},
+    "mirror": {"url": "file:///srv/gpufleet-package-mirror", "suite": "gpufleet-lab", "containerd_suite": "gpufleet-lab-containerd",
+               "component": "main"},
 }
 
 
@@ -52,5 +53,8 @@ def test_group_vars_are_lab_overrides(monkeypatch) -> None:
     assert data["nvidia_driver_source"] == "mirror"
     assert data["nvidia_driver_mirror_url"] == data["containerd_nvidia_repo_url"] == "file:///srv/gpufleet-package-mirror"
     assert data["nvidia_driver_mirror_signing_key"] == data["containerd_nvidia_repo_key_content"]
+    # apt refuses one URI and suite with two Signed-By values: the roles' sources differ in suite
+    assert data["nvidia_driver_mirror_suites"] == ["gpufleet-lab"]
+    assert data["containerd_nvidia_repo_suite"] == "gpufleet-lab-containerd"
     assert data["containerd_nvidia_version"] == "1.6.20~ds1-1+deb12u3"
     assert "nvidia_driver_version" in data["nvidia_driver_package_version"]  # follows a play's version
