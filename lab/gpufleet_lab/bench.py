@@ -139,10 +139,11 @@ def _mitogen_rerun() -> Profile | str:
         return str(error).splitlines()[-1][:300]
 
 
-def measure() -> dict[str, object]:
+def measure(figures: dict[str, object]) -> dict[str, object]:
+    """Fill ``figures`` as each is measured, so that a failure keeps what came before it."""
     run([LABCTL, "kube", "up"])
     _add_nodes([FLEET[0], RAW])
-    figures: dict[str, object] = {"machine": _machine()}
+    figures["machine"] = _machine()
     figures["onboard_one_bare"] = _once(ONBOARD, FLEET[0])
     packages = _held_packages(FLEET[0])
     figures["raw_apt_install_s"] = _raw_install(RAW, packages)
@@ -150,7 +151,10 @@ def measure() -> dict[str, object]:
     _add_nodes(FLEET[1:])
     _once(ONBOARD, ",".join(FLEET[1:]))
     figures["one_task_1_node"] = _median(str(PLAYBOOKS / "one_task.yml"), FLEET[0])
-    figures["curve"] = {count: _median(ONBOARD, _nodes(count)) for count in CURVE}
+    curve: dict[int, Profile] = {}
+    figures["curve"] = curve
+    for count in CURVE:
+        curve[count] = _median(ONBOARD, _nodes(count))
     figures["rerun_1_node_no_pipelining"] = _median(ONBOARD, FLEET[0], pipelining=False)
     figures["rerun_1_node_mitogen"] = _mitogen_rerun()
     fleet = _nodes(4)
@@ -332,13 +336,15 @@ def _jsonable(value: object) -> object:
 
 
 def main() -> int:
-    try:
-        figures = measure()
-    finally:
-        run([LABCTL, "kube", "down"], check=False)
     reports = REPO / "reports"
     reports.mkdir(exist_ok=True)
-    (reports / "benchmarks.json").write_text(json.dumps(_jsonable(figures), indent=2) + "\n")
+    figures: dict[str, object] = {}
+    try:
+        measure(figures)
+    finally:
+        # Written on a failure too: a run of most of an hour keeps the figures it got before the failing one.
+        (reports / "benchmarks.json").write_text(json.dumps(_jsonable(figures), indent=2) + "\n")
+        run([LABCTL, "kube", "down"], check=False)
     plot(figures["curve"], CURVE_PNG)
     text = render(figures)
     (REPO / "docs" / "benchmarks.md").write_text(text)
