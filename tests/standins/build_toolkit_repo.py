@@ -27,7 +27,7 @@ SOURCES = HERE / "toolkit"
 DEFAULT_VERSIONS = ("1.17.7-1", "1.17.8-1")
 MAINTAINER = "gpufleet test lab <lab@example.invalid>"
 STANDIN_PYTHON = "python3 (>= 3.11)"
-KEY_UID = "gpufleet test lab stand-in repository (THROWAWAY TEST KEY) <lab@example.invalid>"
+KEY_UID = apt_repo.KEY_UID_FORMAT.format(what="stand-in repository")
 RELEASE_FIELDS = {
     "Origin": "gpufleet test lab (STAND-IN NVIDIA container toolkit)",
     "Label": "gpufleet-standin-nvidia-container-toolkit",
