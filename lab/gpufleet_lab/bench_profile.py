@@ -47,6 +47,20 @@ def task_times(report: dict) -> list[tuple[str, float]]:
     return times
 
 
+def last_failure(report: dict) -> list[str]:
+    """`host: task: msg` of the last task that failed in one json callback report, one per host.
+
+    The report does not say which failures were ignored (ignore_errors); the one that stopped the
+    play is the last."""
+    failures: list[tuple[int, str]] = []
+    for play in report.get("plays", []):
+        for entry in play.get("tasks", []):
+            for host, result in entry.get("hosts", {}).items():
+                if result.get("failed") or result.get("unreachable"):
+                    failures.append((id(entry), f"{host}: {entry['task']['name']}: {result.get('msg', '')}"))
+    return [text for entry, text in failures if entry == failures[-1][0]] if failures else []
+
+
 def profile_of(seconds: float, report: dict, slowest: int = SLOWEST) -> Profile:
     times = task_times(report)
     parts: dict[str, float] = defaultdict(float)

@@ -15,6 +15,8 @@ import sys
 VISIBLE = "/run/gpusim/visible.json"
 NO_DRIVER = ("NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. Make sure that the latest NVIDIA "
              "driver is installed and running.\n")
+# What nvidia-smi prints (exit 6) when NVML shows it no device: never an empty list.
+NO_DEVICES = "No devices were found\n"
 FIELDS = {
     # field: (header, unit)
     "index": ("index", None), "name": ("name", None), "gpu_name": ("name", None), "uuid": ("uuid", None),
@@ -86,9 +88,13 @@ def main(argv):
     if visible is None:
         sys.stdout.write(NO_DRIVER)
         return 9
-    if not argv or argv in (["-L"], ["--list-gpus"]):
+    listing = not argv or argv in (["-L"], ["--list-gpus"])
+    if listing and visible["gpus"]:
         sys.stdout.write(render_list(visible))
         return 0
+    if listing:
+        sys.stdout.write(NO_DEVICES)
+        return 6
     query = option(argv, "--query-gpu")
     if query is None:
         sys.stderr.write("gpusim container nvidia-smi: arguments not simulated: %s\n" % " ".join(argv))
@@ -103,7 +109,7 @@ def main(argv):
         sys.stderr.write("gpusim container nvidia-smi: only --format=csv[,noheader][,nounits] is simulated\n")
         return 2
     if not visible["gpus"]:
-        sys.stdout.write("No devices were found\n")
+        sys.stdout.write(NO_DEVICES)
         return 6
     sys.stdout.write(render_query(visible, fields, formats))
     return 0

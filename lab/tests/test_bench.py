@@ -91,7 +91,29 @@ def test_goals_are_judged_on_the_figures(rerun_8: float, met: str) -> None:
     text = bench.render(_figures(rerun_8))
     assert f"| Idempotent re-run: 8 nodes / 1 node | 2.50 | {rerun_8 / 11:.2f} | {met} |" in text
     assert "| Bare onboard less the Kubernetes part / raw apt-get install | 10.00 | 10.00 | yes |" in text
-    assert "could not run onboard.yml here: `ERROR! not supported`" in text
+    assert "- rerun_1_node_mitogen: `ERROR! not supported`" in text
+    assert "Mitogen's strategy" not in text
+
+
+def test_a_failed_figure_drops_its_rows_and_goals_but_not_the_rest() -> None:
+    figures = dict(_figures(22.0), preflight_shell="preflight_shell.yml -l bench-1 failed (exit 2): bench-1: t: boom")
+    text = bench.render(figures)
+    assert "- preflight_shell: `preflight_shell.yml -l bench-1 failed (exit 2): bench-1: t: boom`" in text
+    assert "the checklist as 6 shell tasks" not in text and "Preflight: nvidia_gpu_check" not in text
+    assert "| check.yml on 4 healthy nodes vs the module's preflight plus one API read per node | 2.0 | 2.0 | 1.00 |" in text
+
+
+def test_a_failed_task_is_named_with_its_host_and_message(tmp_path: Path) -> None:
+    (tmp_path / "play.yml").write_text(
+        "- hosts: localhost\n  gather_facts: false\n  tasks:\n"
+        "    - name: Tolerated\n      ansible.builtin.fail:\n        msg: ignored\n      ignore_errors: true\n"
+        "    - name: Refuse\n      ansible.builtin.fail:\n        msg: the node saw 0 GPUs\n")
+    env = dict(os.environ, ANSIBLE_STDOUT_CALLBACK="ansible.posix.json")
+    argv = [str(Path(sys.executable).with_name("ansible-playbook")), "-i", "localhost,", "-c", "local",
+            "-e", f"ansible_python_interpreter={sys.executable}", str(tmp_path / "play.yml")]
+    output = bench.run(argv, env=env, check=False)
+    assert output.returncode == 2
+    assert bench_profile.last_failure(json.loads(output.stdout)) == ["localhost: Refuse: the node saw 0 GPUs"]
 
 
 def test_plot_writes_a_png(tmp_path: Path) -> None:

@@ -454,6 +454,14 @@ def test_container_smi_query(tmp_path):
     assert container_smi(visible, "-q").returncode == 2
 
 
+@pytest.mark.parametrize("args", [("-L",), (), ("--query-gpu=index", "--format=csv")])
+def test_container_smi_with_no_gpu_says_so(tmp_path, args):
+    visible = tmp_path / "visible.json"
+    visible.write_text(json.dumps({"simulated": True, "driver_version": "535.261.03", "gpus": []}))
+    result = container_smi(visible, *args)
+    assert (result.returncode, result.stdout) == (6, (FIXTURES / "error_no-devices-were-found.txt").read_text())
+
+
 def test_container_smi_without_injection(tmp_path):
     result = container_smi(tmp_path / "absent.json", "-L")
     assert (result.returncode, result.stdout) == (9, (FIXTURES / "error_smi-couldnt-communicate-with-driver.txt").read_text())

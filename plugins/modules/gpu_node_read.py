@@ -164,7 +164,9 @@ containerd_check:
 container_run:
   description:
     - C(dump) (the C(config dump) command's result), C(binary) (the handler's BinaryName, empty when absent),
-      C(image_present), C(ran), C(why) and C(result) (the run's command result, or null).
+      C(image_present), C(ran), C(why), C(result) (the run's command result, or null) and C(attempts).
+    - A run that succeeds with no output at all is run again, up to 3 times in all, since C(ctr) can lose the output
+      of a container that exits at once; C(attempts) says how many runs it took (0 when none ran).
     - C(why) says why it did not run, V(gpus) (the host check shows none), V(image) or V(handler).
   returned: when O(container_run) is given
   type: dict
@@ -283,10 +285,13 @@ def handler_binary(dump_text, handler):
     return ''
 
 
+CONTAINER_ATTEMPTS = 3
+
+
 def run_container(runner, spec, gpus_shown=True):
     dump = runner.run(['containerd', '--config', spec['containerd_config'], 'config', 'dump'])
     outcome = {'dump': dump.as_dict(), 'binary': handler_binary(dump.stdout, spec['handler']) if dump.ok else '',
-               'image_present': False, 'ran': False, 'why': '', 'result': None}
+               'image_present': False, 'ran': False, 'why': '', 'result': None, 'attempts': 0}
     listed = runner.run(['ctr', '--namespace', spec['namespace'], 'images', 'list', '--quiet', 'name==' + spec['image']])
     outcome['image_present'] = bool(listed.ok and listed.stdout.strip())
     if not gpus_shown:
@@ -298,9 +303,23 @@ def run_container(runner, spec, gpus_shown=True):
     else:
         argv = (['ctr', '--namespace', spec['namespace'], 'run', '--rm', '--runc-binary', outcome['binary']]
                 + list(spec['args']) + [spec['image'], spec['name']] + list(spec['command']))
-        outcome['result'] = runner.run(argv).as_dict()
+        outcome['result'], outcome['attempts'] = run_for_output(runner, argv)
         outcome['ran'] = True
     return outcome
+
+
+def run_for_output(runner, argv, attempts=CONTAINER_ATTEMPTS):
+    """The run's result and how many runs it took.
+
+    A container that exits at once can lose its output: when ctr deletes the task, the client cancels
+    IO copying that is still opening its fifos (containerd client Task.Delete). A run that succeeded
+    and printed nothing at all is run again; any output, or a failure, is the answer.
+    """
+    for attempt in range(1, attempts + 1):
+        result = runner.run(argv)
+        if not (result.ok and not result.output.strip()):
+            break
+    return result.as_dict(), attempt
 
 
 def read_node(module):

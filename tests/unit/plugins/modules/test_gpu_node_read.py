@@ -161,6 +161,38 @@ def test_the_container_runs_through_the_binary_of_the_loaded_handler():
     assert result["result"]["rc"] == 0 and result["result"]["stdout"].startswith("GPU 0:")
 
 
+class RunsInTurn(FakeCommands):
+    """The container run answers in turn, the last answer for every later call."""
+
+    def __init__(self, answers, run_key, run_answers):
+        super().__init__(answers)
+        self.run_key, self.run_answers = run_key, list(run_answers)
+
+    def __call__(self, args, check_rc=False, environ_update=None, **kwargs):
+        answer = super().__call__(args, check_rc, environ_update, **kwargs)
+        argv = self.calls[-1]
+        if tuple([os.path.basename(argv[0])] + argv[1:]) != self.run_key:
+            return answer
+        return self.run_answers.pop(0) if len(self.run_answers) > 1 else self.run_answers[0]
+
+
+RUN_KEY = next(key for key in container_answers() if key[1:4] == ("--namespace", "k8s.io", "run"))
+LISTED = (0, "GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-1)\n", "")
+
+
+@pytest.mark.parametrize("run_answers, attempts, rc, stdout", [
+    ([(0, "", "")] + [LISTED], 2, 0, LISTED[1]),
+    ([(0, "", "")], 3, 0, ""),
+    ([(6, "No devices were found\n", "")], 1, 6, "No devices were found\n"),
+    ([(1, "", "ctr: failed to create shim task\n")], 1, 1, ""),
+])
+def test_a_run_that_printed_nothing_is_run_again(run_answers, attempts, rc, stdout):
+    commands = RunsInTurn(container_answers(), RUN_KEY, run_answers)
+    result = run({"container_run": CONTAINER}, commands)["container_run"]
+    assert (result["attempts"], result["result"]["rc"], result["result"]["stdout"]) == (attempts, rc, stdout)
+    assert sum(1 for argv in commands.calls if argv[1:4] == ["--namespace", "k8s.io", "run"]) == attempts
+
+
 @pytest.mark.parametrize("dump, image_listed, why", [
     (DUMP_V2, False, "image"),
     (DUMP_NO_HANDLER, True, "handler"),
