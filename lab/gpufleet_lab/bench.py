@@ -272,13 +272,15 @@ def plot(curve: dict[int, Profile], path: Path) -> None:
                    key=lambda part: -curve[1].parts.get(part, 0.0))
     bottoms = [0.0] * len(CURVE)
     positions = range(len(CURVE))
+    bars = []
     for part in parts:
         values = [curve[count].parts.get(part, 0.0) for count in CURVE]
-        right.bar(positions, values, bottom=bottoms, label=part)
+        bars.append(right.bar(positions, values, bottom=bottoms))
         bottoms = [bottom + value for bottom, value in zip(bottoms, values)]
     right.set(xlabel="onboarded nodes", ylabel="seconds", title="Where the time goes (json callback, per role)")
     right.set_xticks(list(positions), [str(count) for count in CURVE])
-    right.legend(fontsize="small")
+    # Labels given to legend() itself: matplotlib leaves out labels that start with "_" (as _common does).
+    right.legend(bars, parts, fontsize="small")
     figure.tight_layout()
     figure.savefig(path, dpi=100)
     pyplot.close(figure)
