@@ -40,7 +40,8 @@ PROFILE = "h100x8"
 CURVE = [1, 2, 4, 8]
 FLEET = [f"bench-{index}" for index in range(1, max(CURVE) + 1)]
 RAW = "bench-raw"
-REPEATS = 3
+# Runs per figure (their median); GPUFLEET_BENCH_REPEATS=1 gives a quicker, noisier run.
+REPEATS = int(os.environ.get("GPUFLEET_BENCH_REPEATS", "3"))
 KUBERNETES_PART = "gpu_node_join"
 
 

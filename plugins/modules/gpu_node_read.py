@@ -141,11 +141,17 @@ packages:
   returned: always
   type: dict
 files:
-  description: Per id C(path), C(exists) and C(content) (text; empty when missing), C(error) when unreadable.
+  description:
+    - Per id C(path), C(exists) and C(content) (text; empty when missing), C(error) when unreadable.
+    - For a file that exists, also its C(mode) (four octal digits, for example V(0644)), C(owner) and C(group)
+      (names, or the numeric id when it has no name), so that a caller can tell whether a file it would write is
+      in place already.
   returned: always
   type: dict
 stats:
-  description: Per id C(path), C(exists) and C(type) (V(file), V(directory), V(socket), V(other)).
+  description:
+    - Per id C(path), C(exists) and C(type) (V(file), V(directory), V(socket), V(other)).
+    - For a path that exists, also its C(mode), C(owner) and C(group), as under RV(files).
   returned: always
   type: dict
 commands:
@@ -172,8 +178,10 @@ container_run:
   type: dict
 '''
 
+import grp
 import json
 import os
+import pwd
 import re
 import stat
 
@@ -198,10 +206,18 @@ def read_packages(runner, names):
     return packages
 
 
+def _name_of(lookup, number):
+    try:
+        return lookup(number)[0]
+    except KeyError:
+        return str(number)
+
+
 def read_file(path):
     entry = {'path': path, 'exists': os.path.isfile(path), 'content': ''}
     if entry['exists']:
         try:
+            entry.update(_ownership(os.stat(path)))
             with open(path, 'rb') as handle:
                 entry['content'] = handle.read().decode('utf-8', 'replace')
         except (IOError, OSError) as exc:
@@ -209,14 +225,19 @@ def read_file(path):
     return entry
 
 
+def _ownership(status):
+    return {'mode': '%04o' % stat.S_IMODE(status.st_mode),
+            'owner': _name_of(pwd.getpwuid, status.st_uid), 'group': _name_of(grp.getgrgid, status.st_gid)}
+
+
 def stat_path(path):
     try:
-        mode = os.stat(path).st_mode
+        status = os.stat(path)
     except OSError:
         return {'path': path, 'exists': False, 'type': ''}
     kinds = ((stat.S_ISSOCK, 'socket'), (stat.S_ISDIR, 'directory'), (stat.S_ISREG, 'file'))
-    kind = next((name for test, name in kinds if test(mode)), 'other')
-    return {'path': path, 'exists': True, 'type': kind}
+    kind = next((name for test, name in kinds if test(status.st_mode)), 'other')
+    return dict({'path': path, 'exists': True, 'type': kind}, **_ownership(status))
 
 
 def config_cgroup_driver(text):

@@ -1,7 +1,9 @@
 """gpufleet.node.gpu_node_read: what it reads and runs, with a mocked run_command and real files."""
 from __future__ import annotations
 
+import grp
 import os
+import pwd
 import socket
 from unittest import mock
 
@@ -75,10 +77,15 @@ def test_files_and_stats_report_what_exists(tmp_path):
                       "stats": {"socket": str(sock_path), "dir": str(tmp_path), "gone": str(tmp_path / "gone.sock")}}, FakeCommands())
     finally:
         server.close()
-    assert result["files"]["toolkit"] == {"path": str(config), "exists": True, "content": '[nvidia-container-runtime]\nmode = "auto"\n'}
+    toolkit = result["files"]["toolkit"]
+    assert {key: toolkit[key] for key in ("path", "exists", "content")} == {
+        "path": str(config), "exists": True, "content": '[nvidia-container-runtime]\nmode = "auto"\n'}
+    assert toolkit["mode"] == "%04o" % (config.stat().st_mode & 0o7777)
+    assert toolkit["owner"] == pwd.getpwuid(config.stat().st_uid)[0] and toolkit["group"] == grp.getgrgid(config.stat().st_gid)[0]
     assert result["files"]["gone"] == {"path": str(tmp_path / "gone.toml"), "exists": False, "content": ""}
     assert result["stats"]["socket"]["type"] == "socket" and result["stats"]["socket"]["exists"] is True
     assert result["stats"]["dir"]["type"] == "directory"
+    assert result["stats"]["dir"]["mode"] == "%04o" % (tmp_path.stat().st_mode & 0o7777)
     assert result["stats"]["gone"] == {"path": str(tmp_path / "gone.sock"), "exists": False, "type": ""}
 
 
