@@ -2,7 +2,7 @@
 # Copyright: (c) 2026, gpufleet maintainers
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Filters over what gpu_node_read read: installed package versions, and whether a file is in place already."""
+"""Filters over what gpu_node_read read: installed and held packages, and whether a file or directory is in place."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -21,6 +21,25 @@ def installed_versions(packages):
     )
 
 
+def packages_at(packages, wanted):
+    """The names of ``wanted`` (``{name: version}``, an empty version for any) that dpkg has fully installed at that version.
+
+    Fully installed is dpkg's "installed" state: a package left half-configured or unpacked is not, and an
+    installation must still run for it.
+    """
+    packages = packages or {}
+    return [
+        name for name, version in (wanted or {}).items()
+        if packages.get(name, {}).get('status') == 'installed'
+        and packages[name].get('version') and (not version or packages[name]['version'] == version)
+    ]
+
+
+def held_packages(packages):
+    """The names of the packages whose dpkg selection is "hold", sorted."""
+    return sorted(name for name, entry in (packages or {}).items() if entry.get('want') == 'hold')
+
+
 def _octal(mode):
     return int(str(mode), 8)
 
@@ -35,6 +54,18 @@ def file_in_place(entry, content, mode, owner='root', group='root'):
     )
 
 
+def dir_in_place(entry, mode='0755', owner='root', group='root'):
+    """Whether a path gpu_node_read stat'ed (``entry``) is a directory with this mode, owner and group."""
+    entry = entry or {}
+    return bool(
+        entry.get('exists') and entry.get('type') == 'directory' and 'mode' in entry
+        and _octal(entry['mode']) == _octal(mode) and entry.get('owner') == owner and entry.get('group') == group
+    )
+
+
 class FilterModule(object):
     def filters(self):
-        return {'installed_versions': installed_versions, 'file_in_place': file_in_place}
+        return {
+            'installed_versions': installed_versions, 'packages_at': packages_at, 'held_packages': held_packages,
+            'file_in_place': file_in_place, 'dir_in_place': dir_in_place,
+        }

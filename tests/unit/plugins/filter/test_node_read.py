@@ -1,9 +1,11 @@
-"""Filters over gpu_node_read results: installed_versions and file_in_place."""
+"""Filters over gpu_node_read results: installed_versions, packages_at, held_packages, file_in_place, dir_in_place."""
 from __future__ import annotations
 
 import pytest
 
-from ansible_collections.gpufleet.node.plugins.filter.node_read import FilterModule, file_in_place, installed_versions
+from ansible_collections.gpufleet.node.plugins.filter.node_read import (
+    FilterModule, dir_in_place, file_in_place, held_packages, installed_versions, packages_at,
+)
 
 
 @pytest.mark.parametrize(("entry", "installed"), [
@@ -26,6 +28,38 @@ def test_versions_are_kept_as_dpkg_gives_them() -> None:
 def test_nothing_read_is_nothing_installed() -> None:
     assert installed_versions({}) == {}
     assert installed_versions(None) == {}
+
+
+@pytest.mark.parametrize(("entry", "wanted", "at"), [
+    ({"version": "535.261.03-1", "want": "hold", "status": "installed"}, "535.261.03-1", True),
+    ({"version": "535.261.03-1", "want": "hold", "status": "installed"}, "535.216.03-1", False),     # another version
+    ({"version": "535.261.03-1", "want": "hold", "status": "installed"}, "", True),                 # any version
+    ({"version": "535.261.03-1", "want": "install", "status": "half-configured"}, "535.261.03-1", False),
+    ({"version": "535.261.03-1", "want": "install", "status": "unpacked"}, "", False),
+    ({"version": "535.261.03-1", "want": "deinstall", "status": "config-files"}, "535.261.03-1", False),
+    ({"version": "", "want": "unknown", "status": "not-installed"}, "", False),
+])
+def test_only_a_fully_installed_package_at_its_version_needs_no_installation(entry: dict, wanted: str, at: bool) -> None:
+    assert packages_at({"nvidia-smi": entry}, {"nvidia-smi": wanted}) == (["nvidia-smi"] if at else [])
+
+
+def test_packages_at_keeps_the_order_wanted_and_ignores_what_was_not_read() -> None:
+    packages = {name: {"version": "1.17.8-1", "want": "install", "status": "installed"}
+                for name in ("libnvidia-container1", "nvidia-container-toolkit")}
+    wanted = {"nvidia-container-toolkit": "1.17.8-1", "nvidia-container-toolkit-base": "1.17.8-1",
+              "libnvidia-container1": "1.17.8-1"}
+    assert packages_at(packages, wanted) == ["nvidia-container-toolkit", "libnvidia-container1"]
+    assert packages_at(None, wanted) == []
+    assert packages_at(packages, {}) == []
+
+
+def test_held_packages_are_those_selected_hold() -> None:
+    packages = {"nvidia-smi": {"version": "535.261.03-1", "want": "hold", "status": "installed"},
+                "containerd": {"version": "1.6.20~ds1-1", "want": "install", "status": "installed"},
+                "libcuda1": {"version": "535.261.03-1", "want": "hold", "status": "half-configured"},
+                "nvidia-kernel-dkms": {"version": "", "want": "unknown", "status": "not-installed"}}
+    assert held_packages(packages) == ["libcuda1", "nvidia-smi"]
+    assert held_packages({}) == [] and held_packages(None) == []
 
 
 PIN = {"path": "/etc/apt/preferences.d/x", "exists": True, "content": "Package: nvidia-smi\n", "mode": "0644",
@@ -54,6 +88,29 @@ def test_a_file_never_read_is_not_in_place() -> None:
     assert file_in_place({"path": "/x", "exists": True, "content": ""}, "", "0644") is False  # read without its mode
 
 
+DROPINS = {"path": "/etc/systemd/system/containerd.service.d", "exists": True, "type": "directory", "mode": "0755",
+           "owner": "root", "group": "root"}
+
+
+@pytest.mark.parametrize(("change", "in_place"), [
+    ({}, True),
+    ({"mode": "0700"}, False),
+    ({"owner": "nobody"}, False),
+    ({"group": "adm"}, False),
+    ({"type": "file"}, False),
+    ({"exists": False, "type": None}, False),
+])
+def test_a_directory_is_in_place_only_when_type_mode_owner_and_group_match(change: dict, in_place: bool) -> None:
+    assert dir_in_place(dict(DROPINS, **change)) is in_place
+
+
+def test_a_directory_never_stated_is_not_in_place() -> None:
+    assert dir_in_place(None) is False
+    assert dir_in_place({"path": "/x", "exists": True, "type": "directory"}) is False  # stat'ed without its mode
+    assert dir_in_place(dict(DROPINS, mode="0700"), "700") is True
+
+
 def test_filters_are_registered() -> None:
     filters = FilterModule().filters()
-    assert filters["installed_versions"] is installed_versions and filters["file_in_place"] is file_in_place
+    assert filters == {"installed_versions": installed_versions, "packages_at": packages_at,
+                       "held_packages": held_packages, "file_in_place": file_in_place, "dir_in_place": dir_in_place}
