@@ -16,7 +16,7 @@ export ANSIBLE_FORCE_COLOR := 0
 # The Kubernetes lab the scenarios use writes its inventory here (tests/run_stages.py runs a second lab elsewhere).
 export GPUFLEET_LAB_INVENTORY_DIR ?= $(CURDIR)/.build/lab/inventory
 
-.PHONY: help venv collection docker images package-mirror kube-binaries lab-up lab-down demo bench kubelab-test lint yamllint ansible-lint docs-lint changelog-lint sanity units molecule molecules test build artifact docs changelog ee-context clean
+.PHONY: help venv collection docker images package-mirror kube-binaries kube-images lab-up lab-down demo bench kubelab-test lint yamllint ansible-lint docs-lint changelog-lint sanity units molecule molecules test build artifact docs changelog ee-context clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-18s %s\n", $$1, $$2}'
@@ -47,16 +47,18 @@ package-mirror: venv images  ## build or reuse the signed local apt mirror of th
 
 kube-binaries: venv  ## build or reuse the Kubernetes binaries (cached under /var/cache/gpufleet)
 	lab/labctl kube build-binaries
+
+kube-images: venv images kube-binaries  ## build or reuse the lab's node image and pod images (they need the binaries)
 	lab/labctl kube images
 
-lab-up: venv collection images package-mirror kube-binaries  ## start the Kubernetes lab's control plane
+lab-up: venv collection images package-mirror kube-images  ## start the Kubernetes lab's control plane
 	lab/labctl kube up
 
 lab-down:  ## stop the Kubernetes lab and remove its nodes and state
 	lab/labctl kube down
 
 DEMO_NODES ?= gpu-h100-1:h100x8 gpu-a100-1:a100x4-mig:/data/kubelet
-demo: venv collection images package-mirror kube-binaries  ## the main job: onboard two simulated GPU nodes into the lab
+demo: venv collection images package-mirror kube-images  ## the main job: onboard two simulated GPU nodes into the lab
 	lab/labctl kube up
 	@for spec in $(DEMO_NODES); do \
 	  IFS=: read -r name profile root <<< "$$spec"; \
@@ -67,10 +69,10 @@ demo: venv collection images package-mirror kube-binaries  ## the main job: onbo
 	  -o custom-columns='NODE:.metadata.name,STATUS:.status.conditions[-1].type,GPU:.status.allocatable.nvidia\.com/gpu,TIER:.metadata.labels.gpu-tier,DRIVER:.metadata.labels.gpufleet\.io/nvidia-driver,TAINTS:.spec.taints[*].key'
 	@echo "Report: reports/onboard-summary.md. Tear the lab down with: make lab-down"
 
-bench: venv collection images package-mirror kube-binaries  ## measure the collection on the lab (docs/benchmarks.md)
+bench: venv collection images package-mirror kube-images  ## measure the collection on the lab (docs/benchmarks.md)
 	lab/labctl bench
 
-kubelab-test: venv collection images package-mirror kube-binaries  ## the Kubernetes lab end to end (pytest)
+kubelab-test: venv collection images package-mirror kube-images  ## the Kubernetes lab end to end (pytest)
 	$(BIN)/pytest -p no:cacheprovider lab/tests/e2e
 
 yamllint: venv

@@ -1,8 +1,10 @@
 """Run `make test`'s stages, stop at the first failure, and end with a table of wall times.
 
 The build stages (virtualenv, collection, artifact, images, package mirror) run first, one after the other. The test stages
-then run in lanes at once, each lane's stages one after the other; the Kubernetes binaries (a build from source
-when the cache is cold) are built while the host lanes run, and the Kubernetes lanes start once they are there:
+then run in lanes at once, each lane's stages one after the other. The Kubernetes binaries (a build from source
+when the cache is cold, the longest build) are built from the moment the virtualenv is there, beside the other
+builds and the host lanes; the lab's pod images follow once the node images are there too, and the Kubernetes
+lanes start after them:
 
 - ``kube``, ``kube2``, ``kube3``: the scenarios on the Kubernetes lab, each lane on its own lab (its own name,
   network, subnet, API port, state and inventory: lab/README.md). Much of their time is waiting for
@@ -30,7 +32,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 LOGS = REPO / ".build" / "test-logs"
 BUILD_STAGES = ["venv", "collection", "artifact", "images", "package-mirror"]
-KUBE_BUILD_STAGE = "kube-binaries"  # the Kubernetes lanes need it; the host lanes do not
+# The Kubernetes lanes need these; the host lanes do not. The binaries need only the virtualenv, the pod images
+# also the node images.
+KUBE_BUILD_STAGES = ["kube-binaries", "kube-images"]
 # The Kubernetes lanes, longest scenario first; kubelab-test is the lab's own tests.
 KUBE_LANES = {
     "kube": ["molecule upgrade_driver_rolling"],
@@ -180,32 +184,40 @@ def failure_tail(stage: str, lines: int = 80) -> str:
     return "\n".join([f"\n--- stage {stage} FAILED; the last {len(tail)} lines of {log_path.relative_to(REPO)}:", *tail])
 
 
-def run_lanes(runner: Runner, plan: dict[str, tuple[list[str], dict[str, str]]]) -> None:
-    """The host lanes at once; the Kubernetes binaries meanwhile, then the Kubernetes lanes."""
-    def start(names: list[str]) -> list[threading.Thread]:
-        threads = [threading.Thread(target=runner.run_lane, args=(name, *plan[name])) for name in names]
-        for thread in threads:
-            thread.start()
-        return threads
+def start(target, *args) -> threading.Thread:
+    thread = threading.Thread(target=target, args=args)
+    thread.start()
+    return thread
 
-    threads = start([name for name in plan if name not in KUBE_LANES])
-    if runner.run_stage(KUBE_BUILD_STAGE, lane="kube build"):
-        threads += start([name for name in plan if name in KUBE_LANES])
+
+def run_all(runner: Runner, plan: dict[str, tuple[list[str], dict[str, str]]]) -> dict[str, int] | None:
+    """The build stages, then the host lanes at once; the Kubernetes binaries from the virtualenv on (a cold
+    cache compiles them, the longest build), their pod images once the node images are there, then the
+    Kubernetes lanes. Returns the CPU use by group when the test lanes started."""
+    if not runner.run_stage(BUILD_STAGES[0]):
+        return None
+    kube_binaries = start(runner.run_stage, KUBE_BUILD_STAGES[0], None, "kube build")
+    for stage in BUILD_STAGES[1:]:
+        if runner.failed.is_set() or not runner.run_stage(stage):
+            break
+    lanes_cpu = cpu_by_group()
+    threads = [kube_binaries]
+    if not runner.failed.is_set():
+        threads += [start(runner.run_lane, name, *plan[name]) for name in plan if name not in KUBE_LANES]
+    kube_binaries.join()
+    if not runner.failed.is_set() and runner.run_stage(KUBE_BUILD_STAGES[1], lane="kube build"):
+        threads += [start(runner.run_lane, name, *plan[name]) for name in plan if name in KUBE_LANES]
     for thread in threads:
         thread.join()
+    return lanes_cpu
 
 
 def main() -> int:
     runner, started, cpu_started = Runner(), time.monotonic(), cpu_times()
     plan = lanes()
-    for stage in BUILD_STAGES:
-        if not runner.run_stage(stage):
-            break
-    lanes_cpu = cpu_by_group()
-    if not runner.failed.is_set():
-        run_lanes(runner, plan)
+    lanes_cpu = run_all(runner, plan)
     ran = {name for name, _seconds, _ok in runner.results}
-    planned = BUILD_STAGES + [KUBE_BUILD_STAGE] + [s for stages, _env in plan.values() for s in stages]
+    planned = BUILD_STAGES + KUBE_BUILD_STAGES + [s for stages, _env in plan.values() for s in stages]
     skipped = [s for s in planned if s not in ran]
     failed = sum(1 for _name, _seconds, ok in runner.results if not ok)
     print(table(runner.results, skipped, time.monotonic() - started))

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Iterable, Sequence
 
 from gpufleet_lab.apt_mirror import AptSource, host_apt_sources
-from gpufleet_lab.proc import LabError, apt_env, log, run
+from gpufleet_lab.proc import LabError, host_apt, log, run
 
 SOURCE_PACKAGE = "kubernetes"
 SOURCE_SUITE = "bookworm"
@@ -167,7 +167,7 @@ def ensure_build_packages() -> None:
     if not SRC_LIST_PATH.is_file() or SRC_LIST_PATH.read_text() != wanted:
         SRC_LIST_PATH.write_text(wanted)
         SRC_LIST_PATH.chmod(0o644)
-    run(["apt-get", "update", "-q"], capture=False)
+    host_apt("update", "-q", capture=False)
     # policy-rc.d: installing etcd-server must not start the system etcd service; the lab
     # runs its own etcd process.
     policy = Path("/usr/sbin/policy-rc.d")
@@ -177,7 +177,7 @@ def ensure_build_packages() -> None:
         policy.chmod(0o755)
         created_policy = True
     try:
-        run(["apt-get", "install", "-y", "-q", "--no-install-recommends", *BUILD_PACKAGES], env=apt_env(), capture=False)
+        host_apt("install", "-y", "-q", "--no-install-recommends", *BUILD_PACKAGES, capture=False)
     finally:
         if created_policy:
             policy.unlink()

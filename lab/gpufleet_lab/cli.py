@@ -32,8 +32,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "docker":
             docker_daemon.ensure()
         elif args.command == "images":
-            for release in args.releases:
-                images.ensure(release)
+            images.ensure_all(args.releases)
         elif args.command == "package-mirror":
             package_mirror.ensure()
         elif args.command == "bench":

@@ -4,7 +4,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 
-from gpufleet_lab.proc import LabError, apt_env, run, succeeds, wait_for
+from gpufleet_lab.proc import LabError, host_apt, run, succeeds, wait_for
 
 APT_PACKAGES = ("docker.io", "debootstrap", "gnupg")
 DOCKERD_LOG = "/var/log/gpufleet-dockerd.log"
@@ -20,8 +20,8 @@ def missing_packages() -> list[str]:
 
 
 def install_packages(packages: list[str]) -> None:
-    run(["apt-get", "update", "-qq"], env=apt_env(), capture=False)
-    run(["apt-get", "install", "-y", "-qq", *packages], env=apt_env(), capture=False)
+    host_apt("update", "-qq", capture=False)
+    host_apt("install", "-y", "-qq", *packages, capture=False)
 
 
 def daemon_answers() -> bool:

@@ -1,6 +1,7 @@
 """Node base images built with debootstrap (no registry is needed), cached by a content key."""
 from __future__ import annotations
 
+import concurrent.futures
 import hashlib
 import json
 import shutil
@@ -87,3 +88,9 @@ def ensure(release: str) -> str:
     run(["docker", "tag", spec.keyed_tag, spec.tag], quiet=True)
     print(f"{spec.tag} = {spec.keyed_tag}", flush=True)
     return spec.tag
+
+
+def ensure_all(releases: list[str]) -> list[str]:
+    """`ensure` every release at once: a cold build is mostly debootstrap waiting on the archive, one per release."""
+    with concurrent.futures.ThreadPoolExecutor(max_workers=max(len(releases), 1)) as pool:
+        return list(pool.map(ensure, releases))

@@ -58,6 +58,19 @@ def apt_env() -> dict[str, str]:
     return dict(os.environ, DEBIAN_FRONTEND="noninteractive")
 
 
+# The lock of every apt-get the lab runs on this machine (not in its containers).
+HOST_APT_LOCK = Path("/var/cache/gpufleet/host-apt.lock")
+
+
+def host_apt(*args: str, **kwargs) -> subprocess.CompletedProcess[str]:
+    """``apt-get`` on this machine, one lab process at a time.
+
+    `make test` builds the Kubernetes binaries while the images and the package mirror are built, and a second
+    apt-get fails at once on the lock of dpkg or of the package lists instead of waiting for the first."""
+    with exclusive(HOST_APT_LOCK):
+        return run(["apt-get", *args], env=apt_env(), **kwargs)
+
+
 def succeeds(argv: Sequence[str]) -> bool:
     return subprocess.run(list(argv), capture_output=True, check=False).returncode == 0
 

@@ -8,14 +8,14 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from gpufleet_lab.proc import LabError, apt_env, run
+from gpufleet_lab.proc import LabError, host_apt, run
 
 CACHE_DIR = Path("/var/cache/gpufleet/promtool")
 PACKAGE = "prometheus"
 
 
 def _apt(*args: str, cwd: Path | None = None) -> str:
-    return run(["apt-get", *args], cwd=cwd, env=apt_env(), quiet=True).stdout
+    return host_apt(*args, cwd=cwd, quiet=True).stdout
 
 
 def candidate_version() -> str:
