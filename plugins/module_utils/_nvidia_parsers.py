@@ -309,8 +309,19 @@ def version_from_library_name(filename):
 # --------------------------------------------------------------------------- kernel files
 
 
+def _refcount(field):
+    """A /proc/modules use count; None for '-', which a kernel built without CONFIG_MODULE_UNLOAD prints (it cannot count)."""
+    return None if field == '-' else int(field)
+
+
+def _is_refcount(field):
+    return field == '-' or field.lstrip('-').isdigit()
+
+
 def parse_proc_modules(text):
-    """Parse /proc/modules (or `lsmod` output): {name: {'size', 'refcount', 'used_by', 'state'}}."""
+    """Parse /proc/modules (or `lsmod` output): {name: {'size', 'refcount', 'used_by', 'state'}}.
+
+    A kernel without module unloading prints '- -' for the use count and users: refcount is then None."""
     text = _text(text, '/proc/modules')
     modules = {}
     for number, line in enumerate(text.splitlines(), start=1):
@@ -319,7 +330,7 @@ def parse_proc_modules(text):
             continue
         if number == 1 and parts[:2] == ['Module', 'Size']:
             continue
-        if len(parts) < 3 or not parts[1].isdigit() or not parts[2].lstrip('-').isdigit():
+        if len(parts) < 3 or not parts[1].isdigit() or not _is_refcount(parts[2]):
             raise NvidiaParseError('/proc/modules: line %d is not "name size refcount ...": %r' % (number, _short(line)))
         used_by = []
         state = None
@@ -327,7 +338,7 @@ def parse_proc_modules(text):
             used_by = [name for name in parts[3].split(',') if name]
         if len(parts) > 4:
             state = parts[4]
-        modules[parts[0]] = {'size': int(parts[1]), 'refcount': int(parts[2]), 'used_by': used_by, 'state': state}
+        modules[parts[0]] = {'size': int(parts[1]), 'refcount': _refcount(parts[2]), 'used_by': used_by, 'state': state}
     return modules
 
 

@@ -68,6 +68,9 @@ def test_query_noheader_nounits_rtx2080():
         ("query-gpu-csv_name-pcibus-index-uuid_5-GPU-mixed-GeForce.txt", 5,
          {"name": "GeForce GTX 1060 6GB", "pci.bus": "0x01", "index": "0", "uuid": "GPU-00000000-0000-0000-0000-000000000000"}),
         ("query-gpu-csv_pcibusid-mig-mode_H100_MIG-enabled.txt", 1, {"pci.bus_id": "00000000:01:00.0", "mig.mode.current": "Enabled"}),
+        ("query-gpu-csv_module-fields_H200_driver-580.159.04.txt", 1,
+         {"index": "0", "name": "NVIDIA H200", "pci.bus_id": "00000000:00:06.0", "memory.total": "143771",
+          "persistence_mode": "Enabled", "mig.mode.current": "Disabled", "driver_version": "580.159.04"}),
         ("query-gpu-csv_T4_index-name-mem-fabric-state_530.30.02.txt", 1,
          {"index": "0", "name": "Tesla T4", "memory.total": "15360", "memory.used": "31", "fabric.state": "state  N/A"}),
     ],
@@ -93,6 +96,16 @@ def test_gpus_from_query_of_h100_capture():
         "index": 0, "name": "NVIDIA H100 80GB HBM3", "uuid": "GPU-00000000-0000-0000-0000-000000000000",
         "pci_bus_id": "00000000:00:09.0", "memory_total_mib": 81559, "persistence_mode": "Enabled", "mig_mode": "Enabled",
         "driver_version": "590.48.01", "mig_devices": [],
+    }]
+
+
+def test_gpus_from_module_query_of_h200_capture():
+    # The module's own query (its fields, --format=csv,noheader,nounits) captured on a real H200.
+    rows = p.parse_query_gpu_csv(fixture("query-gpu-csv-noheader-nounits_module-fields_H200_driver-580.159.04.txt"), p.QUERY_GPU_FIELDS)
+    assert p.gpus_from_query(rows) == [{
+        "index": 0, "name": "NVIDIA H200", "uuid": "GPU-00000000-0000-0000-0000-000000000000",
+        "pci_bus_id": "00000000:00:06.0", "memory_total_mib": 143771, "persistence_mode": "Enabled", "mig_mode": "Disabled",
+        "driver_version": "580.159.04", "mig_devices": [],
     }]
 
 
@@ -148,6 +161,7 @@ def test_query_header_only():
         ("smi-L_A100-SXM4-80GB_MIG-7x1g.10gb_driver-535.216.01.txt", [("NVIDIA A100-SXM4-80GB", ["1g.10gb"] * 7)]),
         ("smi-L_H100-80GB-HBM3_MIG-4-devices_driver-590.48.01.txt",
          [("NVIDIA H100 80GB HBM3", ["3g.40gb", "2g.20gb", "1g.10gb", "1g.10gb"])]),
+        ("smi-L_H200_driver-580.159.04.txt", [("NVIDIA H200", [])]),
     ],
 )
 def test_smi_list(name, expected):
@@ -206,7 +220,8 @@ def test_classify_real_errors(name, rc, error_class, pci, nvml):
 
 @pytest.mark.parametrize("name", ["smi-L_2xQuadro-RTX-4000_driver-535.129.03.txt",
                                   "query-gpu-csv-noheader-nounits_RTX-2080_driver-440.64.txt",
-                                  "smi-table_8xH100-80GB-HBM3_driver-565.57.01.txt"])
+                                  "smi-table_8xH100-80GB-HBM3_driver-565.57.01.txt",
+                                  "smi-table_H200_driver-580.159.04.txt"])
 def test_classify_healthy_output_is_none(name):
     assert p.classify_smi_output(fixture(name), 0) is None
 
@@ -248,6 +263,7 @@ def test_device_handle_errors_next_to_rows():
         ("proc-driver-nvidia-version_jetson-aarch64_35.3.1.txt", "35.3.1", "open", "aarch64"),
         ("proc-driver-nvidia-version_proprietary_384.98.txt", "384.98", "proprietary", "x86_64"),
         ("proc-driver-nvidia-version_proprietary_580.173.02_during-mismatch.txt", "580.173.02", "proprietary", "x86_64"),
+        ("proc-driver-nvidia-version_open-kmod_580.159.04_H200.txt", "580.159.04", "open", "x86_64"),
     ],
 )
 def test_proc_driver_version(name, version, flavour, arch):
@@ -277,6 +293,7 @@ def test_proc_driver_version_malformed(text, message):
 @pytest.mark.parametrize("name, version", [
     ("sys-module-nvidia-version_470.103.01_stale-module-during-mismatch.txt", "470.103.01"),
     ("sys-module-nvidia-version_470.63.01_after-fix.txt", "470.63.01"),
+    ("sys-module-nvidia-version_580.159.04_H200.txt", "580.159.04"),
 ])
 def test_sys_module_version(name, version):
     assert p.parse_module_version(fixture(name)) == version
@@ -325,10 +342,25 @@ def test_modules_fields_and_proc_modules_format():
     assert modules["nvidia_modeset"]["used_by"] == ["nvidia_drm"]
 
 
-@pytest.mark.parametrize("text", ["nvidia", "nvidia sixteen 37", "nvidia 16797696"])
+def test_modules_of_a_kernel_without_module_unloading():
+    # A real H200 host whose kernel is built without CONFIG_MODULE_UNLOAD: "- -" for the use count and the users.
+    modules = p.parse_proc_modules(fixture("proc-modules_nvidia_no-module-unload_open-kmod-580.159.04_H200.txt"))
+    assert modules == {
+        "nvidia_uvm": {"size": 1875968, "refcount": None, "used_by": [], "state": "Live"},
+        "nvidia": {"size": 14299136, "refcount": None, "used_by": [], "state": "Live"},
+    }
+
+
+@pytest.mark.parametrize("text", ["nvidia", "nvidia sixteen 37", "nvidia 16797696", "nvidia 16797696 x -", "nvidia 16797696 -- -"])
 def test_modules_malformed(text):
     with pytest.raises(p.NvidiaParseError, match="is not \"name size refcount"):
         p.parse_proc_modules(text)
+
+
+def test_proc_devices_of_an_h200_host():
+    devices = p.parse_proc_devices(fixture("proc-devices_H200-vm_nvidia-580.159.04.txt"))["character"]
+    # nvidia and nvidiactl share major 195; nvidia-uvm has its own dynamic major
+    assert (devices["nvidia"], devices["nvidiactl"], devices["nvidia-uvm"], devices["nvidia-caps"]) == (195, 195, 238, 241)
 
 
 def test_proc_devices_real_capture():
@@ -405,6 +437,7 @@ def test_xid_events(name, codes, pci, first):
     "dmesg_no-nvidia-adapter-probed_nouveau-conflict_3-GPU.txt",
     "syslog_no-devices-found_rminitadapter-failed_RTX5090.txt",
     "lsmod-grep-nvidia_empty_module-not-loaded.txt",
+    "dmesg-grep-nvidia_open-kmod-580.159.04_H200_no-xid.txt",
     "synthetic/dmesg-T_gpu-fallen-off-bus_no-xid.txt",
     "synthetic/journal_gpu-fallen-off-bus_no-xid.txt",
     "synthetic/journal_api-mismatch_client-named_no-prefix-continuations.txt",

@@ -130,6 +130,27 @@ def test_healthy_h100_host_passes_every_check(tmp_path, smi):
     assert commands.calls == [[str(smi)] + QUERY_ARGS]
 
 
+def test_h200_host_of_a_kernel_without_module_unloading_passes(tmp_path, smi):
+    # The kernel files and nvidia-smi answer captured on a real H200 whose kernel cannot unload modules ("- -" in
+    # /proc/modules); the device nodes come from the simulated tree (its nvidia-uvm major, its /dev/char links).
+    root = build_profile("h100x8", tmp_path / "sim")
+    (root / "proc" / "modules").write_text(fixture_text("proc-modules_nvidia_no-module-unload_open-kmod-580.159.04_H200.txt"))
+    (root / "proc" / "driver" / "nvidia" / "version").write_text(fixture_text("proc-driver-nvidia-version_open-kmod_580.159.04_H200.txt"))
+    (root / "sys" / "module" / "nvidia" / "version").write_text(fixture_text("sys-module-nvidia-version_580.159.04_H200.txt"))
+    for index in range(1, 8):
+        (root / "dev" / ("nvidia%d" % index)).unlink()
+    query = fixture_text("query-gpu-csv-noheader-nounits_module-fields_H200_driver-580.159.04.txt")
+    result = run(base_args(root, smi, expected_driver_version="580.159.04", expected_gpu_count=1, expected_mig_mode="disabled",
+                           fail_on_error=True), FakeCommands({tuple(QUERY_ARGS): (0, query, "")}))
+    assert not result.get("failed"), result.get("msg")
+    assert dict((key, value) for key, value in statuses(result).items() if value != "pass") == {"required_modules_loaded": "skip"}
+    facts = result["nvidia_gpu"]
+    assert facts["modules"]["nvidia"] is True and facts["modules"]["nvidia_uvm"] is True
+    assert facts["driver"]["kernel_module_version"] == "580.159.04"
+    assert facts["driver"]["kernel_module_flavour"] == "open"
+    assert [gpu["name"] for gpu in facts["gpus"]] == ["NVIDIA H200"]
+
+
 def test_mig_host_lists_mig_devices_from_recorded_listing(tmp_path, smi):
     root = build_profile("a100x4-mig", tmp_path / "sim")
     result = run(base_args(root, smi, expected_gpu_count=4), FakeCommands(healthy_answers("a100x4-mig")))
