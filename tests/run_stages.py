@@ -15,7 +15,10 @@ lanes start after them:
   so the Kubernetes lanes, the longest, get the CPU first and the host lanes fill the Kubernetes lanes' waits.
 
 A stage's output goes to ``.build/test-logs/<stage>.log`` and is printed whole when the stage ends. After a
-failure no new stage starts; the stages already running finish. After the table come how busy the CPUs were and
+failure no new stage starts; the stages already running finish. The table gives each stage's wall time and the CPU
+time of its own processes (make, molecule, the Ansible controllers, the modules they run locally, the docker CLI:
+everything the stage started and waited for; not what runs in docker's containers). After the table come how busy
+the CPUs were and
 where the test lanes' CPU time went, then the last lines of each failed stage's log (the whole log is printed
 earlier, where it may be far from the end), and the last line
 counts the stages: "stages: N passed, N failed".
@@ -139,7 +142,7 @@ def log_of(stage: str) -> Path:
 
 class Runner:
     def __init__(self) -> None:
-        self.results: list[tuple[str, float, bool]] = []
+        self.results: list[tuple[str, float, bool, float]] = []
         self.failed = threading.Event()
         self.lock = threading.Lock()
 
@@ -148,16 +151,14 @@ class Runner:
         log_path = log_of(stage)
         started = time.monotonic()
         with log_path.open("w", encoding="utf-8") as log:
-            ok = subprocess.run(niceness_of(lane) + argv_of(stage), cwd=REPO, stdout=log, stderr=subprocess.STDOUT,
-                                check=False,
-                                env={**os.environ, **(env or {})}).returncode == 0
+            ok, cpu = run_measured(niceness_of(lane) + argv_of(stage), log, {**os.environ, **(env or {})})
         seconds = time.monotonic() - started
         with self.lock:
             print(f"\n=== stage {stage}{' (lane ' + lane + ')' if lane else ''}: {' '.join(argv_of(stage))}", flush=True)
             sys.stdout.write(log_path.read_text(encoding="utf-8", errors="replace"))
-            print(f"=== stage {stage}: {'passed' if ok else 'FAILED'} in {seconds / 60:.0f} min {seconds % 60:02.0f} s",
+            print(f"=== stage {stage}: {'passed' if ok else 'FAILED'} in {minutes(seconds)}, {minutes(cpu)} of CPU",
                   flush=True)
-            self.results.append((stage, seconds, ok))
+            self.results.append((stage, seconds, ok, cpu))
         if not ok:
             self.failed.set()
         return ok
@@ -169,12 +170,26 @@ class Runner:
             self.run_stage(stage, env, lane)
 
 
-def table(results: list[tuple[str, float, bool]], skipped: list[str], total: float) -> str:
-    lines = ["", "| stage | result | wall time |", "|---|---|---|"]
-    lines += [f"| {name} | {'passed' if ok else 'FAILED'} | {seconds / 60:.0f} min {seconds % 60:02.0f} s |"
-              for name, seconds, ok in results]
-    lines += [f"| {name} | not run | |" for name in skipped]
-    lines.append(f"| total (wall clock; the test lanes overlap) | | {total / 60:.0f} min {total % 60:02.0f} s |")
+def run_measured(argv: list[str], log, env: dict[str, str]) -> tuple[bool, float]:
+    """Run argv with its output in log; (passed, CPU seconds of it and every descendant it waited for)."""
+    process = subprocess.Popen(argv, cwd=REPO, stdout=log, stderr=subprocess.STDOUT, env=env)
+    _pid, status, usage = os.wait4(process.pid, 0)
+    process.returncode = os.waitstatus_to_exitcode(status)
+    return process.returncode == 0, usage.ru_utime + usage.ru_stime
+
+
+def minutes(seconds: float) -> str:
+    whole = round(seconds)
+    return f"{whole // 60} min {whole % 60:02d} s"
+
+
+def table(results: list[tuple[str, float, bool, float]], skipped: list[str], total: float) -> str:
+    lines = ["", "| stage | result | wall time | CPU time (stage's processes) |", "|---|---|---|---|"]
+    lines += [f"| {name} | {'passed' if ok else 'FAILED'} | {minutes(seconds)} | {minutes(cpu)} |"
+              for name, seconds, ok, cpu in results]
+    lines += [f"| {name} | not run | | |" for name in skipped]
+    cpu_total = sum(cpu for _name, _seconds, _ok, cpu in results)
+    lines.append(f"| total (wall clock; the test lanes overlap) | | {minutes(total)} | {minutes(cpu_total)} |")
     return "\n".join(lines)
 
 
@@ -216,15 +231,15 @@ def main() -> int:
     runner, started, cpu_started = Runner(), time.monotonic(), cpu_times()
     plan = lanes()
     lanes_cpu = run_all(runner, plan)
-    ran = {name for name, _seconds, _ok in runner.results}
+    ran = {name for name, _seconds, _ok, _cpu in runner.results}
     planned = BUILD_STAGES + KUBE_BUILD_STAGES + [s for stages, _env in plan.values() for s in stages]
     skipped = [s for s in planned if s not in ran]
-    failed = sum(1 for _name, _seconds, ok in runner.results if not ok)
+    failed = sum(1 for _name, _seconds, ok, _cpu in runner.results if not ok)
     print(table(runner.results, skipped, time.monotonic() - started))
     busy, total = (now - then for now, then in zip(cpu_times(), cpu_started))
     print(f"\nCPU busy over the whole run: {100 * busy / max(total, 1):.0f}% of {os.cpu_count()} CPUs")
     print(cpu_split(lanes_cpu, cpu_by_group()))
-    for name, _seconds, ok in runner.results:
+    for name, _seconds, ok, _cpu in runner.results:
         if not ok:
             print(failure_tail(name))
     print(f"stages: {len(runner.results) - failed} passed, {failed} failed")

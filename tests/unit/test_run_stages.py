@@ -1,0 +1,40 @@
+"""tests/run_stages.py: the CPU time each stage reports, and the table make test ends with."""
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+SPEC = importlib.util.spec_from_file_location("run_stages", Path(__file__).resolve().parents[1] / "run_stages.py")
+run_stages = importlib.util.module_from_spec(SPEC)
+SPEC.loader.exec_module(run_stages)
+
+# A grandchild that spends 0.3 s of its own CPU time, started by a child that waits for it, as make starts molecule.
+GRANDCHILD = "import time\nwhile time.process_time() < 0.3:\n    pass\n"
+CHILD = f"import subprocess, sys; sys.exit(subprocess.run([sys.executable, '-c', {GRANDCHILD!r}]).returncode)"
+
+
+def test_cpu_of_a_stage_counts_the_processes_it_waited_for(tmp_path):
+    with (tmp_path / "log").open("w") as log:
+        ok, cpu = run_stages.run_measured([sys.executable, "-c", CHILD], log, {})
+    assert ok
+    assert cpu >= 0.3
+
+
+def test_a_failing_stage_is_reported_failed(tmp_path):
+    with (tmp_path / "log").open("w") as log:
+        ok, _cpu = run_stages.run_measured([sys.executable, "-c", "print('no'); raise SystemExit(3)"], log, {})
+    assert not ok
+    assert (tmp_path / "log").read_text() == "no\n"
+
+
+def test_table_has_wall_and_cpu_time_per_stage_and_in_total():
+    text = run_stages.table([("lint", 61.4, True, 95.0), ("molecule default", 119.6, False, 30.2)], ["units"], 181.0)
+    assert text.splitlines()[1:] == [
+        "| stage | result | wall time | CPU time (stage's processes) |",
+        "|---|---|---|---|",
+        "| lint | passed | 1 min 01 s | 1 min 35 s |",
+        "| molecule default | FAILED | 2 min 00 s | 0 min 30 s |",
+        "| units | not run | | |",
+        "| total (wall clock; the test lanes overlap) | | 3 min 01 s | 2 min 05 s |",
+    ]
