@@ -1,4 +1,4 @@
-"""The host state nvidia_driver leaves, read on the node (testinfra): shared by nvidia_driver_install and nvidia_driver_upgrade.
+"""The host state nvidia_driver leaves, read on the node (testinfra): the nvidia_driver_upgrade scenario's.
 
 What each scenario expects is in its ``vars/expected_driver.yml``: ``driver`` (previous, current or newest:
 one of the driver versions of the lab's package mirror, whose ``versions.yml`` gives its exact package
