@@ -22,7 +22,6 @@ import importlib.util
 import json
 import os
 import platform
-import shutil
 import sys
 from pathlib import Path
 
@@ -51,12 +50,12 @@ def _nodes(count: int) -> str:
 
 def _playbook(playbook: str, limit: str, pipelining: bool = True, mitogen: bool = False) -> str:
     """Run a playbook with the json callback as stdout; its report."""
-    env = dict(os.environ, ANSIBLE_PIPELINING=str(pipelining).lower(), ANSIBLE_STDOUT_CALLBACK="ansible.posix.json")
-    inventory_dir = INVENTORY
-    if mitogen:
+    env = dict(os.environ, ANSIBLE_PIPELINING=str(pipelining).lower(), ANSIBLE_STDOUT_CALLBACK="ansible.posix.json",
+               ANSIBLE_STRATEGY="linear")
+    env.pop("ANSIBLE_STRATEGY_PLUGINS", None)
+    if mitogen:  # the lab inventory's connection is the short name docker, which Mitogen takes over
         env.update(ANSIBLE_STRATEGY_PLUGINS=str(_mitogen_strategies()), ANSIBLE_STRATEGY="mitogen_linear")
-        inventory_dir = _mitogen_inventory()
-    argv = [str(Path(sys.executable).with_name("ansible-playbook")), "-i", inventory_dir, playbook, "-l", limit]
+    argv = [str(Path(sys.executable).with_name("ansible-playbook")), "-i", INVENTORY, playbook, "-l", limit]
     result = run(argv, env=env, check=False)
     if result.returncode != 0:
         raise LabError(f"{Path(playbook).name} -l {limit} failed (exit {result.returncode}): {_why(result.stdout, result.stderr)}")
@@ -70,16 +69,6 @@ def _why(report: str, stderr: str) -> str:
     except ValueError:
         failed = []
     return "; ".join(failed) if failed else (stderr.strip() or report.strip() or "no output").splitlines()[-1]
-
-
-def _mitogen_inventory() -> str:
-    """The lab's inventory with the nodes' connection by the short name Mitogen takes over (docker)."""
-    target = REPO / ".build" / "bench" / "mitogen-inventory"
-    shutil.rmtree(target, ignore_errors=True)
-    shutil.copytree(INVENTORY, target)
-    hosts = target / "hosts.yml"
-    hosts.write_text(hosts.read_text().replace("ansible_connection: community.docker.docker", "ansible_connection: docker"))
-    return str(target)
 
 
 def _mitogen_strategies() -> Path:

@@ -108,7 +108,7 @@ def install(container: str, profile: Profile, userspace: str = "host") -> None:
             playbook = Path(tmp) / "gpusim.yml"
             playbook.write_text(install_playbook(profile.name, task_file, userspace))
             env = dict(os.environ, MOLECULE_PROJECT_DIRECTORY=str(REPO_ROOT), ANSIBLE_CONFIG=str(REPO_ROOT / "ansible.cfg"))
-            argv = [_ansible_playbook(), "-i", f"{container},", "-e", "ansible_connection=community.docker.docker",
+            argv = [_ansible_playbook(), "-i", f"{container},", "-e", "ansible_connection=docker",
                     "-e", "ansible_python_interpreter=/usr/bin/python3", str(playbook)]
             result = run(argv, env=env, check=False)
             if result.returncode != 0:

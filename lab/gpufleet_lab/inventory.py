@@ -31,12 +31,16 @@ def default_dir() -> Path:
     return Path(os.environ.get("GPUFLEET_LAB_INVENTORY_DIR") or DEFAULT_DIR)
 
 
+# ansible-core routes the short name to community.docker.docker; Mitogen's strategy takes over only the short name.
+CONNECTION = "docker"
+
+
 def render_hosts(specs: Sequence[NodeSpec], new: Sequence[str] | None = None) -> dict[str, Any]:
     """``hosts.yml``: every lab node in gpu_nodes, those in ``new`` (default: all) in gpu_new."""
     new_names = [s.name for s in specs] if new is None else list(new)
     hosts = {
         spec.name: {
-            "ansible_connection": "community.docker.docker",
+            "ansible_connection": CONNECTION,
             "ansible_host": spec.name,
             "gpu_node_join_kubelet_root_dir": spec.kubelet_root_dir,
             "gpusim_profile": spec.gpu_profile,

@@ -15,7 +15,7 @@ def test_hosts_groups_and_connection() -> None:
     data = yaml.safe_load(inventory.dump(inventory.render_hosts(SPECS, new=["gflab-b"])))
     fleet = data["all"]["children"]["gpu_nodes"]
     assert set(fleet["hosts"]) == {"gflab-a", "gflab-b"}
-    assert fleet["hosts"]["gflab-b"] == {"ansible_connection": "community.docker.docker", "ansible_host": "gflab-b",
+    assert fleet["hosts"]["gflab-b"] == {"ansible_connection": "docker", "ansible_host": "gflab-b",
                                          "gpu_node_join_kubelet_root_dir": "/data/kubelet", "gpusim_profile": "t4x2"}
     assert fleet["children"]["gpu_new"]["hosts"] == {"gflab-b": None}
 
