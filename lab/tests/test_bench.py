@@ -92,7 +92,7 @@ def test_goals_are_judged_on_the_figures(rerun_8: float, met: str) -> None:
     assert f"| Idempotent re-run: 8 nodes / 1 node | 2.50 | {rerun_8 / 11:.2f} | {met} |" in text
     assert "| Bare onboard less the Kubernetes part / raw apt-get install | 10.00 | 10.00 | yes |" in text
     assert "- rerun_1_node_mitogen: `ERROR! not supported`" in text
-    assert "Mitogen's strategy" not in text
+    assert "Mitogen's strategy (mitogen_linear) vs Ansible's" not in text
 
 
 def test_a_failed_figure_drops_its_rows_and_goals_but_not_the_rest() -> None:
