@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -93,6 +94,27 @@ def test_goals_are_judged_on_the_figures(rerun_8: float, met: str) -> None:
     assert "| Bare onboard less the Kubernetes part / raw apt-get install | 10.00 | 10.00 | yes |" in text
     assert "- rerun_1_node_mitogen: `ERROR! not supported`" in text
     assert "Mitogen's strategy (mitogen_linear) vs Ansible's" not in text
+
+
+def test_mitogen_rows_compare_wall_and_cpu_time_with_the_1_node_re_run() -> None:
+    figures = _figures(22.0)
+    figures["curve"][1].cpu_seconds = 40.0
+    figures["rerun_1_node_mitogen"] = Profile(9.0, cpu_seconds=24.0)
+    text = bench.render(figures)
+    assert "| Idempotent re-run of onboard.yml on 1 node: Mitogen's strategy (mitogen_linear) vs Ansible's | 9.0 | 11.0 | 0.82 |" in text
+    assert ("| CPU time of the idempotent re-run of onboard.yml on 1 node (controller, node and lab together): Mitogen's "
+            "strategy vs Ansible's | 24.0 | 40.0 | 0.60 |") in text
+
+
+def test_a_run_is_profiled_with_the_cpu_time_spent_during_it() -> None:
+    def burn_cpu() -> str:
+        started = time.process_time()
+        while time.process_time() - started < 0.3:
+            pass
+        return json.dumps({"plays": []})
+
+    profile = bench_profile.profiled(burn_cpu)
+    assert profile.cpu_seconds >= 0.25  # the machine was busy at least while this process burned its 0.3 s
 
 
 def test_a_failed_figure_drops_its_rows_and_goals_but_not_the_rest() -> None:
