@@ -18,10 +18,9 @@ A stage's output goes to ``.build/test-logs/<stage>.log`` and is printed whole w
 failure no new stage starts; the stages already running finish. The table gives each stage's wall time and the CPU
 time of its own processes (make, molecule, the Ansible controllers, the modules they run locally, the docker CLI:
 everything the stage started and waited for; not what runs in docker's containers). After the table come how busy
-the CPUs were and
-where the test lanes' CPU time went, then the last lines of each failed stage's log (the whole log is printed
-earlier, where it may be far from the end), and the last line
-counts the stages: "stages: N passed, N failed".
+the CPUs were and where the test lanes' CPU time went, then the last lines of each failed stage's log (the whole log
+is printed earlier, where it may be far from the end), and the last line counts the stages: "stages: N passed,
+N failed".
 """
 from __future__ import annotations
 
