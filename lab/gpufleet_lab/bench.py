@@ -240,7 +240,7 @@ def goals(figures: dict) -> list[tuple[str, float, float]]:
     ] if _measured(figures, "preflight_module", "preflight_shell") else [])
 
 
-def _role_table(curve: dict[int, Profile]) -> list[str]:
+def _role_table(curve: dict[int, Profile], cores: int) -> list[str]:
     parts = sorted({part for profile in curve.values() for part in profile.parts},
                    key=lambda part: -curve[1].parts.get(part, 0.0))
     lines = ["| part | " + " | ".join(f"{count} node{'s' if count > 1 else ''} (s)" for count in CURVE) + " |",
@@ -249,6 +249,9 @@ def _role_table(curve: dict[int, Profile]) -> list[str]:
               for part in parts]
     lines.append("| tasks run | " + " | ".join(str(curve[count].tasks) for count in CURVE) + " |")
     lines.append("| wall time | " + " | ".join(f"{curve[count].seconds:.1f}" for count in CURVE) + " |")
+    lines.append("| CPU time of the machine | " + " | ".join(f"{curve[count].cpu_seconds:.1f}" for count in CURVE) + " |")
+    lines.append(f"| CPU time / {cores} cores: the least wall time the CPUs allow | "
+                 + " | ".join(f"{curve[count].cpu_seconds / cores:.1f}" for count in CURVE) + " |")
     return lines
 
 
@@ -316,7 +319,7 @@ def render(figures: dict) -> str:
         "Where the idempotent re-run's time goes, per role (the sum of each task's time from its start to its",
         "last host's result; `playbook` is onboard.yml's own tasks: preflight, summary):",
         "",
-        *_role_table(curve),
+        *_role_table(curve, int(machine["cores"])),
         "",
         f"On 1 node the re-run runs {one.tasks} tasks; over the one-task play that is "
         f"{per_task:.2f} s per task. The slowest tasks of the 1-node re-run:",

@@ -106,6 +106,15 @@ def test_mitogen_rows_compare_wall_and_cpu_time_with_the_1_node_re_run() -> None
             "strategy vs Ansible's | 24.0 | 40.0 | 0.60 |") in text
 
 
+def test_scaling_table_gives_the_cpu_time_and_the_wall_time_it_allows() -> None:
+    figures = _figures(22.0)
+    for count, profile in figures["curve"].items():
+        profile.cpu_seconds = 10.0 * count
+    text = bench.render(figures)
+    assert "| CPU time of the machine | 10.0 | 20.0 | 40.0 | 80.0 |" in text
+    assert "| CPU time / 2 cores: the least wall time the CPUs allow | 5.0 | 10.0 | 20.0 | 40.0 |" in text
+
+
 def test_a_run_is_profiled_with_the_cpu_time_spent_during_it() -> None:
     def burn_cpu() -> str:
         started = time.process_time()
