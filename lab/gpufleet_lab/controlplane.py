@@ -300,7 +300,7 @@ def up(timeout: float = 180.0) -> LabSettings:
     bin_dir = binaries.cached_bin_dir()
     settings.state_dir.mkdir(parents=True, exist_ok=True)
     settings.state_dir.chmod(0o700)
-    sysctl.record(settings.state_dir)
+    sysctl.record()
     tokens = _ensure_pki(settings)
     settings.cp_dir.mkdir(parents=True, exist_ok=True)
     _write_kubeconfigs(settings, tokens)

@@ -10,7 +10,7 @@ from pathlib import Path
 from gpufleet_lab import controlplane, inventory, sysctl
 from gpufleet_lab.common import LabSettings, docker_exists
 from gpufleet_lab.proc import log, run
-from gpufleet_lab.node import lab_containers, load_specs, node_rm
+from gpufleet_lab.node import lab_containers, load_specs, node_rm, other_labs
 
 
 def up() -> LabSettings:
@@ -18,10 +18,20 @@ def up() -> LabSettings:
     return controlplane.up()
 
 
+def restore_kernel_parameters(labs_still_up: set[str], record_dir: Path = sysctl.MACHINE_DIR,
+                              proc_sys: Path = sysctl.PROC_SYS) -> dict[str, tuple[str, str]]:
+    """Put back the machine's kernel parameters unless another lab's kubelets still run with them."""
+    if labs_still_up:
+        log(f"kernel parameters left to the labs still up ({', '.join(sorted(labs_still_up))}): their kubelets use them")
+        return {}
+    return sysctl.restore(record_dir, proc_sys)
+
+
 def down() -> list[str]:
     """Remove every lab node, stop the control plane by pid file, remove network and state.
 
-    Restores the kernel parameters recorded before the first kubelet ran. Returns what was removed.
+    Restores the kernel parameters recorded before the first kubelet ran, when no other lab is up. Returns what was
+    removed.
     """
     settings = LabSettings.from_env()
     started = time.monotonic()
@@ -41,7 +51,7 @@ def down() -> list[str]:
     if docker_exists("network", settings.network):
         run(["docker", "network", "rm", settings.network])
     _remove_empty_pod_cgroup_parents()
-    sysctl.restore(settings.state_dir)
+    restore_kernel_parameters(other_labs())
     inventory.remove_inventory()
     if settings.state_dir.exists():
         shutil.rmtree(settings.state_dir)

@@ -406,3 +406,10 @@ def lab_containers(role: str | None = None) -> list[str]:
         filters += ["--filter", f"label={LABEL_KEY}.role={role}"]
     out = run(["docker", "ps", "-a", *filters, "--format", "{{.Names}}"], quiet=True).stdout
     return [line for line in out.splitlines() if line]
+
+
+def other_labs() -> set[str]:
+    """Names of the other labs on this machine that still have containers (make test runs several side by side)."""
+    out = run(["docker", "ps", "-a", "--filter", f"label={LABEL_KEY}", "--format", "{{.Label \"" + LABEL_KEY + "\"}}"],
+              quiet=True).stdout
+    return {line for line in out.splitlines() if line} - {LabSettings.from_env().name}

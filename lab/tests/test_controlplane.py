@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from gpufleet_lab import controlplane, sysctl
+from gpufleet_lab import controlplane, kube, sysctl
 from gpufleet_lab.common import LabSettings
 from gpufleet_lab.proc import LabError
 
@@ -90,5 +90,26 @@ def test_sysctls_are_recorded_once_and_restored(tmp_path: Path) -> None:
                                           "vm.overcommit_memory": "0"}
     _fake_proc(proc, {"kernel.panic": "10", "kernel.panic_on_oops": "1"})  # what a kubelet does
     assert sysctl.record(state, proc)["kernel.panic"] == "1"  # a second `up` keeps the first record
+    recorded = json.loads((state / sysctl.RECORD_NAME).read_text())
     assert sysctl.restore(state, proc) == {"kernel.panic": ("10", "1"), "kernel.panic_on_oops": ("1", "0")}
-    assert sysctl.read(proc) == json.loads((state / sysctl.RECORD_NAME).read_text())
+    assert sysctl.read(proc) == recorded
+    assert not (state / sysctl.RECORD_NAME).exists(), "the last lab down removes the machine's record"
+    assert sysctl.restore(state, proc) == {}
+
+
+def test_sysctl_record_dir_is_made(tmp_path: Path) -> None:
+    proc = _fake_proc(tmp_path / "proc", {"kernel.panic": "1", "kernel.panic_on_oops": "0",
+                                          "vm.overcommit_memory": "0"})
+    assert sysctl.record(tmp_path / "new" / "dir", proc)["vm.overcommit_memory"] == "0"
+    assert sysctl.record_path(tmp_path / "new" / "dir").is_file()
+
+
+def test_down_leaves_the_kernel_parameters_to_a_lab_still_up(tmp_path: Path) -> None:
+    proc = _fake_proc(tmp_path / "proc", {"kernel.panic": "1", "kernel.panic_on_oops": "0",
+                                          "vm.overcommit_memory": "0"})
+    sysctl.record(tmp_path, proc)
+    _fake_proc(proc, {"kernel.panic": "10"})  # a kubelet of either lab
+    assert kube.restore_kernel_parameters({"kube2"}, tmp_path, proc) == {}
+    assert sysctl.read(proc)["kernel.panic"] == "10" and sysctl.record_path(tmp_path).is_file()
+    assert kube.restore_kernel_parameters(set(), tmp_path, proc) == {"kernel.panic": ("10", "1")}
+    assert not sysctl.record_path(tmp_path).exists()

@@ -20,7 +20,7 @@ from kubernetes.client.rest import ApiException
 from gpufleet_lab import gpuprofiles, kube, kube_images, sysctl
 from gpufleet_lab.inventory import write_inventory
 from gpufleet_lab.common import LabSettings
-from gpufleet_lab.node import NodeSpec
+from gpufleet_lab.node import NodeSpec, other_labs
 
 T = TypeVar("T")
 NS = "kube-system"
@@ -146,6 +146,35 @@ def lab_container_ids(lab_nodes: dict[str, NodeSpec]) -> set[str]:
                              capture_output=True, text=True, check=True).stdout
         ids.update(out.split())
     return ids
+
+
+LAB_PROCESS_MARKS = ("/opt/kubelab/", "/var/lib/kubelab", "/opt/gpusim-device-plugin/")
+OWNER_RE = re.compile(r"/(?:docker|k8s\.io)/([0-9a-f]{64})")
+
+
+def lab_processes() -> dict[int, tuple[str, str | None]]:
+    """pid -> (command line, owner) of every lab component running on the machine, whichever lab runs it.
+
+    The owner is the container whose cgroup holds the process: a node's or control plane's docker container
+    (/docker/<id>), or a pod's container on a node (/k8s.io/<id>, the nodes run with cgroupns=host).
+    """
+    found: dict[int, tuple[str, str | None]] = {}
+    for proc in Path("/proc").iterdir():
+        try:
+            args = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+            cgroups = (proc / "cgroup").read_text() if proc.name.isdigit() else ""
+        except OSError:  # gone meanwhile, or not a process
+            continue
+        if any(mark in args for mark in LAB_PROCESS_MARKS):
+            owner = OWNER_RE.search(cgroups)
+            found[int(proc.name)] = (args, owner.group(1) if owner else None)
+    return found
+
+
+def docker_ids(*names: str) -> set[str]:
+    out = subprocess.run(["docker", "inspect", "--format", "{{.Id}}", *names], capture_output=True, text=True,
+                         check=True).stdout
+    return set(out.split())
 
 
 def profile_gpu_count(spec: NodeSpec) -> int:
@@ -318,10 +347,16 @@ def test_time_slicing_replicas_multiply_the_devices(lab_nodes: dict[str, NodeSpe
 
 def test_down_leaves_nothing_behind(lab_nodes: dict[str, NodeSpec], lab_up: LabSettings,
                                     figures: dict[str, Any], cgroups_now: Callable[[], set[str]]) -> None:
-    recorded = json.loads((lab_up.state_dir / sysctl.RECORD_NAME).read_text())
+    recorded = json.loads(sysctl.record_path().read_text())
     ids = lab_container_ids(lab_nodes)
     this_labs_cgroups = {c for c in cgroups_now() if c.rsplit("/", 1)[-1] in ids}
     assert this_labs_cgroups, "the lab's pods should have cgroups in the machine's hierarchy before down"
+    # Other labs (make test's parallel lanes) run the same programs meanwhile: only this lab's containers count.
+    owners = ids | docker_ids(*lab_nodes, lab_up.control_plane_name)
+    this_labs_processes = {pid: args for pid, (args, owner) in lab_processes().items() if owner in owners}
+    kinds = {kind for kind in ("kubelet", "kube-apiserver", "etcd", "plugin.py")
+             if any(kind in args for args in this_labs_processes.values())}
+    assert kinds == {"kubelet", "kube-apiserver", "etcd", "plugin.py"}, "the lab's components, found by their cgroups"
     started = time.monotonic()
     kube.down()
     figures["down_seconds"] = round(time.monotonic() - started, 1)
@@ -336,12 +371,15 @@ def test_down_leaves_nothing_behind(lab_nodes: dict[str, NodeSpec], lab_up: LabS
     volumes = docker_lines("volume", "ls", "--format", "{{.Name}}")
     assert [v for v in volumes if v in {s.volume for s in lab_nodes.values()}] == []
     assert lab_up.network not in docker_lines("network", "ls", "--format", "{{.Name}}")
-    processes = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True, check=True).stdout
-    leftovers = [p for p in processes.splitlines()
-                 if "/opt/kubelab/" in p or "/var/lib/kubelab" in p or "/opt/gpusim-device-plugin/" in p]
+    leftovers = [args for pid, (args, owner) in lab_processes().items()
+                 if owner in owners or this_labs_processes.get(pid) == args]
     assert leftovers == []
     assert not lab_up.state_dir.exists()
-    assert sysctl.read() == recorded
+    if other_labs():  # their kubelets still run with the values; the last lab down restores them
+        assert json.loads(sysctl.record_path().read_text()) == recorded
+    else:
+        assert sysctl.read() == recorded
+        assert not sysctl.record_path().exists()
     assert not Path(lab_up.admin_kubeconfig).exists()
     # Other labs (parallel lanes) may create and remove their own pods meanwhile: only this lab's count.
     assert sorted(this_labs_cgroups & cgroups_now()) == [], "the lab's pod cgroups left in the machine's hierarchy"
