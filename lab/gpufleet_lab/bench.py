@@ -334,9 +334,11 @@ def render(figures: dict) -> str:
     lines += [
         "Reading the figures:",
         "",
-        "- The first ratio is what the collection adds over the floor: repositories, pins, holds, config",
+        "- The bare onboard is what the collection adds over apt: repositories, pins, holds, config",
         "  validation, containerd restart, and the Kubernetes side (labels, taints, device plugin, waiting for",
         "  Allocatable, the smoke-test pod), which the next two rows take apart.",
+        "- The idempotent re-runs find every node in service: they check the plugin pod and Allocatable, and",
+        "  start no smoke-test pod (gpu_node_join_smoke_test_in_service: a node in service may have no free GPU).",
         "- An idempotent run is Ansible's cost per task: each task is a round trip into the node and, on the",
         "  controller, a fork and the templating of its arguments. The scaling rows show how it grows with nodes:",
         "  Ansible runs hosts in parallel (forks), so more nodes cost far less than as many times one;",
