@@ -41,12 +41,12 @@ CALLS = common_calls()
 
 
 def test_every_install_role_calls_common() -> None:
-    roles = {name.split("/")[1] for name, _ in CALLS}
+    roles = {where.split("/")[1] for where, _task in CALLS}
     assert roles == {"nvidia_driver", "container_toolkit", "containerd_nvidia"}
     assert len(CALLS) == 14
 
 
-@pytest.mark.parametrize(("where", "task"), CALLS, ids=[name for name, _ in CALLS])
+@pytest.mark.parametrize(("where", "task"), CALLS, ids=[where for where, _task in CALLS])
 def test_call_matches_the_entry_point_spec(where: str, task: dict[str, Any]) -> None:
     call = task.get("ansible.builtin.import_role") or task["ansible.builtin.include_role"]
     entry = call.get("tasks_from")
