@@ -409,7 +409,8 @@ def lab_containers(role: str | None = None) -> list[str]:
 
 
 def other_labs() -> set[str]:
-    """Names of the other labs on this machine that still have containers (make test runs several side by side)."""
-    out = run(["docker", "ps", "-a", "--filter", f"label={LABEL_KEY}", "--format", "{{.Label \"" + LABEL_KEY + "\"}}"],
-              quiet=True).stdout
+    """Names of the other Kubernetes labs on this machine that still have a node or control plane (make test runs
+    several side by side). Molecule's plain scenario hosts carry ``gpufleet.lab=molecule`` but no role: no kubelet."""
+    out = run(["docker", "ps", "-a", "--filter", f"label={LABEL_KEY}.role",
+               "--format", "{{.Label \"" + LABEL_KEY + "\"}}"], quiet=True).stdout
     return {line for line in out.splitlines() if line} - {LabSettings.from_env().name}

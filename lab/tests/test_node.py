@@ -89,3 +89,17 @@ def test_next_index() -> None:
     assert node.next_index({1, 2, 4}) == 3
     with pytest.raises(LabError):
         node.next_index({1, 2}, limit=3)
+
+
+def test_other_labs_are_kubernetes_labs_other_than_this_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[list[str]] = []
+
+    def fake_run(argv: list[str], **_kwargs: object) -> object:
+        seen.append(argv)
+        return type("Done", (), {"stdout": "kube2\nkube\nkube2\n"})()
+
+    monkeypatch.setattr(node, "run", fake_run)
+    monkeypatch.delenv("GPUFLEET_LAB_NAME", raising=False)
+    assert node.other_labs() == {"kube2"}
+    # only containers with a role (node, control plane): molecule's scenario hosts (gpufleet.lab=molecule) run no kubelet
+    assert "label=gpufleet.lab.role" in seen[0]
