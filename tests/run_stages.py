@@ -19,12 +19,14 @@ failure no new stage starts; the stages already running finish. The table gives 
 time of its own processes (make, molecule, the Ansible controllers, the modules they run locally, the docker CLI:
 everything the stage started and waited for; not what runs in docker's containers). After the table come how busy
 the CPUs were and where the test lanes' CPU time went, then the last lines of each failed stage's log (the whole log
-is printed earlier, where it may be far from the end), and the last line counts the stages: "stages: N passed,
+is printed earlier, where it may be far from the end), then why each failed (its last failed task and the end of its
+message, or pytest's failed tests), and the last line counts the stages: "stages: N passed,
 N failed".
 """
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -198,6 +200,31 @@ def failure_tail(stage: str, lines: int = 80) -> str:
     return "\n".join([f"\n--- stage {stage} FAILED; the last {len(tail)} lines of {log_path.relative_to(REPO)}:", *tail])
 
 
+ANSIBLE_FAILURE = re.compile(r"^(fatal|failed): \[(?P<host>[^]]+)\]: FAILED! =>(?P<inline>.*)$")
+PYTEST_FAILURE = re.compile(r"^(FAILED|ERROR) \S+::")
+
+
+def what_failed(log: str, lines: int = 15, width: int = 240) -> str:
+    """The last task failure in a stage's log that was not ignored: the task's name, the host and the last lines of
+    the result (the callback writes it as indented YAML; an assertion's message may quote a nested run's output).
+    Without one, pytest's summary lines of the failed tests. Printed last, so that the end of a CI log says why."""
+    log_lines = log.splitlines()
+    for index in range(len(log_lines) - 1, -1, -1):
+        failure = ANSIBLE_FAILURE.match(log_lines[index])
+        if not failure:
+            continue
+        end = index + 1
+        while end < len(log_lines) and (log_lines[end].startswith(" ") or not log_lines[end].strip()):
+            end += 1
+        if end < len(log_lines) and log_lines[end] == "...ignoring":
+            continue
+        result = [failure["inline"].strip(), *log_lines[index + 1:end]]
+        task = next((line for line in reversed(log_lines[:index]) if line.startswith("TASK [")), "TASK [?]")
+        excerpt = [line[:width] for line in result if line.strip()][-lines:]
+        return "\n".join([f"{task.rstrip(' *')} failed on {failure['host']}:", *excerpt])
+    return "\n".join(line[:width] for line in log_lines if PYTEST_FAILURE.match(line))
+
+
 def start(target, *args) -> threading.Thread:
     thread = threading.Thread(target=target, args=args)
     thread.start()
@@ -241,6 +268,9 @@ def main() -> int:
     for name, _seconds, ok, _cpu in runner.results:
         if not ok:
             print(failure_tail(name))
+    for name, _seconds, ok, _cpu in runner.results:
+        if not ok:
+            print(f"\n--- why stage {name} failed:\n{what_failed(log_of(name).read_text(encoding='utf-8', errors='replace'))}")
     print(f"stages: {len(runner.results) - failed} passed, {failed} failed")
     return 1 if failed else 0
 

@@ -38,3 +38,47 @@ def test_table_has_wall_and_cpu_time_per_stage_and_in_total():
         "| units | not run | | |",
         "| total (wall clock; the test lanes overlap) | | 3 min 01 s | 2 min 05 s |",
     ]
+
+
+RESCUED_THEN_FAILED = """\
+TASK [Check container_toolkit_version] *****************************************
+fatal: [gf-a]: FAILED! =>
+    assertion: container_toolkit_version is match('x')
+    msg: container_toolkit_version must be exact; got '1.17.8'.
+Friday 04 December 2026  17:20:53 +0000 (0:00:00.188)       0:00:07.736 *******
+
+TASK [Probe the API] ***********************************************************
+fatal: [localhost]: FAILED! => {"changed": false, "msg": "refused"}
+...ignoring
+
+TASK [Onboarding failed at the device plugin layer] ****************************
+fatal: [localhost]: FAILED! =>
+    assertion: '''did you configure the NVIDIA Container Toolkit'' in __plugin_log.log'
+    changed: false
+    msg: |-
+        gf-join-h100 did not show its GPUs within 60s
+        Layer: device plugin.
+Friday 04 December 2026  17:20:54 +0000 (0:00:00.350)       0:00:08.087 *******
+
+PLAY RECAP *********************************************************************
+localhost                  : ok=3    changed=0    unreachable=0    failed=1    skipped=0    rescued=1    ignored=1
+"""
+
+
+def test_why_a_stage_failed_is_its_last_failure_that_was_not_ignored():
+    assert run_stages.what_failed(RESCUED_THEN_FAILED, lines=3).splitlines() == [
+        "TASK [Onboarding failed at the device plugin layer] failed on localhost:",
+        "    msg: |-",
+        "        gf-join-h100 did not show its GPUs within 60s",
+        "        Layer: device plugin.",
+    ]
+
+
+def test_an_ignored_failure_does_not_say_why():
+    ignored = RESCUED_THEN_FAILED.split("TASK [Onboarding", maxsplit=1)[0]
+    assert run_stages.what_failed(ignored).splitlines()[0] == "TASK [Check container_toolkit_version] failed on gf-a:"
+
+
+def test_why_pytest_failed_is_its_failed_tests():
+    log = "....F\n=== short test summary info ===\nFAILED lab/tests/e2e/test_kube_lab.py::test_down - assert 1 == 0\n"
+    assert run_stages.what_failed(log) == "FAILED lab/tests/e2e/test_kube_lab.py::test_down - assert 1 == 0"
