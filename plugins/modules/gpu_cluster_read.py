@@ -14,8 +14,9 @@ module: gpu_cluster_read
 short_description: Read the Nodes and the device plugin pods of a cluster in one API session
 version_added: 0.3.0
 description:
-  - Lists every Node and the pods of one label selector in one namespace, in one module run and one API session, so
-    that a fleet check reads the cluster once per play instead of twice per node.
+  - Lists every Node (or reads the Nodes named in O(node_names)) and the pods of one label selector in one
+    namespace, in one module run and one API session, so that a fleet check or a run's summary reads the cluster
+    once per play instead of once or twice per node.
   - Returns the objects as the API serves them (the same fields as C(kubectl get -o json)). Read-only.
   - The kubeconfig is loaded by the kubernetes Python library (certificates, tokens, exec credential plugins, proxy).
 author:
@@ -30,14 +31,25 @@ options:
   context:
     description: Context of the kubeconfig; its current context when not given.
     type: str
+  node_names:
+    description:
+      - The Nodes to read, by name. A Node the API does not know is left out of RV(nodes).
+      - When not given, every Node is listed.
+    type: list
+    elements: str
+    version_added: 0.4.0
   pod_namespace:
-    description: Namespace of the pods.
+    description: Namespace of the pods. Given together with O(pod_label_selector).
     type: str
-    required: true
   pod_label_selector:
-    description: Label selector of the pods, for example V(app.kubernetes.io/name=nvidia-device-plugin).
+    description:
+      - Label selector of the pods, for example V(app.kubernetes.io/name=nvidia-device-plugin).
+      - When not given, no pod is read.
     type: str
-    required: true
+  pod_field_selector:
+    description: Field selector of the pods besides O(pod_label_selector), for example V(spec.nodeName=gpu-1).
+    type: str
+    version_added: 0.4.0
   request_timeout:
     description: Seconds each API request may take.
     type: int
@@ -55,17 +67,25 @@ EXAMPLES = r'''
   register: cluster
   delegate_to: localhost
   run_once: true
+
+- name: Read the Nodes of the play's hosts, as a run's summary does
+  gpufleet.node.gpu_cluster_read:
+    kubeconfig: ~/.kube/config
+    node_names: "{{ ansible_play_hosts_all }}"
+  register: summary_nodes
+  delegate_to: localhost
+  run_once: true
 '''
 
 RETURN = r'''
 nodes:
-  description: Every Node.
+  description: Every Node, or the Nodes of O(node_names) the API knows.
   returned: success
   type: list
   elements: dict
 pods:
   description: The pods of O(pod_label_selector) in O(pod_namespace).
-  returned: success
+  returned: success, when O(pod_label_selector) is given
   type: list
   elements: dict
 '''
@@ -74,7 +94,7 @@ import json
 import traceback
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
-from ansible.module_utils.six.moves.urllib.parse import urlencode
+from ansible.module_utils.six.moves.urllib.parse import quote, urlencode
 
 try:
     import urllib3
@@ -109,21 +129,36 @@ def _session(params):
     return settings.host.rstrip('/'), pool, headers
 
 
-def _list(session, path, query, timeout):
+def _get(session, path, query, timeout, missing_ok=False):
+    """The object the API serves at path, or None for a missing one when missing_ok."""
     host, pool, headers = session
     url = host + path + ('?' + urlencode(query) if query else '')
     response = pool.request('GET', url, headers=headers, timeout=timeout, retries=False)
+    if response.status == 404 and missing_ok:
+        return None
     if response.status != 200:
         raise ApiReadError('the API answered %s to GET %s: %s' % (response.status, path, response.data[:300].decode('utf-8', 'replace')))
-    return json.loads(response.data)['items']
+    return json.loads(response.data)
+
+
+def _nodes(session, names, timeout):
+    if names is None:
+        return _get(session, '/api/v1/nodes', {}, timeout)['items']
+    found = (_get(session, '/api/v1/nodes/' + quote(name, safe=''), {}, timeout, missing_ok=True) for name in names)
+    return [node for node in found if node is not None]
 
 
 def read_cluster(params):
     session = _session(params)
     timeout = params['request_timeout']
-    pods_path = '/api/v1/namespaces/%s/pods' % params['pod_namespace']
-    return {'nodes': _list(session, '/api/v1/nodes', {}, timeout),
-            'pods': _list(session, pods_path, {'labelSelector': params['pod_label_selector']}, timeout)}
+    result = {'nodes': _nodes(session, params['node_names'], timeout)}
+    if params['pod_label_selector']:
+        pods_path = '/api/v1/namespaces/%s/pods' % quote(params['pod_namespace'], safe='')
+        query = {'labelSelector': params['pod_label_selector']}
+        if params['pod_field_selector']:
+            query['fieldSelector'] = params['pod_field_selector']
+        result['pods'] = _get(session, pods_path, query, timeout)['items']
+    return result
 
 
 def run_module():
@@ -131,10 +166,14 @@ def run_module():
         argument_spec=dict(
             kubeconfig=dict(type='path', required=True, no_log=False),
             context=dict(type='str'),
-            pod_namespace=dict(type='str', required=True),
-            pod_label_selector=dict(type='str', required=True),
+            node_names=dict(type='list', elements='str'),
+            pod_namespace=dict(type='str'),
+            pod_label_selector=dict(type='str'),
+            pod_field_selector=dict(type='str'),
             request_timeout=dict(type='int', default=30),
         ),
+        required_together=[('pod_namespace', 'pod_label_selector')],
+        required_by={'pod_field_selector': 'pod_label_selector'},
         supports_check_mode=True,
     )
     if KUBERNETES_IMPORT_ERROR:

@@ -26,6 +26,11 @@ class FakeApi(BaseHTTPRequestHandler):
             return self._answer(401, {"kind": "Status", "message": "Unauthorized"})
         if self.path == "/api/v1/nodes":
             return self._answer(200, NODES)
+        if self.path == ("/api/v1/namespaces/nvidia-device-plugin/pods?labelSelector=app.kubernetes.io%2Fname%3Dnvidia-device-plugin"
+                         "&fieldSelector=spec.nodeName%3Dgpu-1"):
+            return self._answer(200, PODS)
+        if self.path == "/api/v1/nodes/gpu-1":
+            return self._answer(200, NODES["items"][0])
         if self.path == "/api/v1/namespaces/nvidia-device-plugin/pods?labelSelector=app.kubernetes.io%2Fname%3Dnvidia-device-plugin":
             return self._answer(200, PODS)
         return self._answer(404, {"kind": "Status", "message": "not found"})
@@ -84,6 +89,36 @@ def test_it_reads_the_nodes_and_the_selected_pods_as_the_api_serves_them(tmp_pat
     assert result["nodes"] == NODES["items"] and result["pods"] == PODS["items"]
     assert [seen[0] for seen in FakeApi.seen] == [
         "/api/v1/nodes", "/api/v1/namespaces/nvidia-device-plugin/pods?labelSelector=app.kubernetes.io%2Fname%3Dnvidia-device-plugin"]
+
+
+def test_it_reads_the_named_nodes_one_by_one_and_leaves_out_those_the_api_does_not_know(tmp_path, api):
+    server, ca = api
+    FakeApi.seen.clear()
+    result = run_module(gpu_cluster_read.main, {"kubeconfig": kubeconfig(tmp_path, server, ca), "node_names": ["gpu-1", "gpu/9"]})
+    assert not result.get("failed"), result.get("msg")
+    assert result["nodes"] == NODES["items"]
+    assert "pods" not in result
+    assert [seen[0] for seen in FakeApi.seen] == ["/api/v1/nodes/gpu-1", "/api/v1/nodes/gpu%2F9"]
+
+
+def test_it_reads_one_nodes_object_and_its_pods_in_one_run(tmp_path, api):
+    server, ca = api
+    FakeApi.seen.clear()
+    result = run({"kubeconfig": kubeconfig(tmp_path, server, ca), "node_names": ["gpu-1"],
+                  "pod_field_selector": "spec.nodeName=gpu-1"})
+    assert not result.get("failed"), result.get("msg")
+    assert result["nodes"] == NODES["items"] and result["pods"] == PODS["items"]
+    assert [seen[0] for seen in FakeApi.seen] == [
+        "/api/v1/nodes/gpu-1",
+        "/api/v1/namespaces/nvidia-device-plugin/pods?labelSelector=app.kubernetes.io%2Fname%3Dnvidia-device-plugin"
+        "&fieldSelector=spec.nodeName%3Dgpu-1"]
+
+
+def test_a_pod_namespace_without_a_selector_is_refused(tmp_path, api):
+    server, ca = api
+    result = run_module(gpu_cluster_read.main, {"kubeconfig": kubeconfig(tmp_path, server, ca), "pod_namespace": "x"})
+    assert result["failed"] is True
+    assert "pod_namespace" in result["msg"] and "pod_label_selector" in result["msg"]
 
 
 def test_a_refused_read_fails_with_the_api_answer(tmp_path, api):
