@@ -38,6 +38,11 @@ options:
     type: list
     elements: str
     version_added: 0.4.0
+  namespace_names:
+    description: Namespaces to read, by name; those the API knows are returned in RV(namespaces).
+    type: list
+    elements: str
+    version_added: 0.4.0
   pod_namespace:
     description: Namespace of the pods. Given together with O(pod_label_selector).
     type: str
@@ -81,6 +86,11 @@ RETURN = r'''
 nodes:
   description: Every Node, or the Nodes of O(node_names) the API knows.
   returned: success
+  type: list
+  elements: dict
+namespaces:
+  description: The Namespaces of O(namespace_names) the API knows.
+  returned: success, when O(namespace_names) is given
   type: list
   elements: dict
 pods:
@@ -141,17 +151,24 @@ def _get(session, path, query, timeout, missing_ok=False):
     return json.loads(response.data)
 
 
+def _named(session, path, names, timeout):
+    """The objects under path of these names that the API knows."""
+    found = (_get(session, path + '/' + quote(name, safe=''), {}, timeout, missing_ok=True) for name in names)
+    return [item for item in found if item is not None]
+
+
 def _nodes(session, names, timeout):
     if names is None:
         return _get(session, '/api/v1/nodes', {}, timeout)['items']
-    found = (_get(session, '/api/v1/nodes/' + quote(name, safe=''), {}, timeout, missing_ok=True) for name in names)
-    return [node for node in found if node is not None]
+    return _named(session, '/api/v1/nodes', names, timeout)
 
 
 def read_cluster(params):
     session = _session(params)
     timeout = params['request_timeout']
     result = {'nodes': _nodes(session, params['node_names'], timeout)}
+    if params['namespace_names'] is not None:
+        result['namespaces'] = _named(session, '/api/v1/namespaces', params['namespace_names'], timeout)
     if params['pod_label_selector']:
         pods_path = '/api/v1/namespaces/%s/pods' % quote(params['pod_namespace'], safe='')
         query = {'labelSelector': params['pod_label_selector']}
@@ -167,6 +184,7 @@ def run_module():
             kubeconfig=dict(type='path', required=True, no_log=False),
             context=dict(type='str'),
             node_names=dict(type='list', elements='str'),
+            namespace_names=dict(type='list', elements='str'),
             pod_namespace=dict(type='str'),
             pod_label_selector=dict(type='str'),
             pod_field_selector=dict(type='str'),

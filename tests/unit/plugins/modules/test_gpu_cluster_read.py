@@ -14,6 +14,7 @@ from module_runner import run_module
 
 TOKEN = "s3cret-token"
 NODES = {"kind": "NodeList", "items": [{"metadata": {"name": "gpu-1", "labels": {"node-role.kubernetes.io/gpu": "true"}}}]}
+NAMESPACE = {"kind": "Namespace", "metadata": {"name": "nvidia-device-plugin"}}
 PODS = {"kind": "PodList", "items": [{"metadata": {"name": "plugin-x"}, "spec": {"nodeName": "gpu-1"}}]}
 
 
@@ -29,6 +30,8 @@ class FakeApi(BaseHTTPRequestHandler):
         if self.path == ("/api/v1/namespaces/nvidia-device-plugin/pods?labelSelector=app.kubernetes.io%2Fname%3Dnvidia-device-plugin"
                          "&fieldSelector=spec.nodeName%3Dgpu-1"):
             return self._answer(200, PODS)
+        if self.path == "/api/v1/namespaces/nvidia-device-plugin":
+            return self._answer(200, NAMESPACE)
         if self.path == "/api/v1/nodes/gpu-1":
             return self._answer(200, NODES["items"][0])
         if self.path == "/api/v1/namespaces/nvidia-device-plugin/pods?labelSelector=app.kubernetes.io%2Fname%3Dnvidia-device-plugin":
@@ -112,6 +115,16 @@ def test_it_reads_one_nodes_object_and_its_pods_in_one_run(tmp_path, api):
         "/api/v1/nodes/gpu-1",
         "/api/v1/namespaces/nvidia-device-plugin/pods?labelSelector=app.kubernetes.io%2Fname%3Dnvidia-device-plugin"
         "&fieldSelector=spec.nodeName%3Dgpu-1"]
+
+
+def test_it_reads_the_named_namespaces_the_api_knows(tmp_path, api):
+    server, ca = api
+    FakeApi.seen.clear()
+    result = run_module(gpu_cluster_read.main, {"kubeconfig": kubeconfig(tmp_path, server, ca), "node_names": [],
+                                                "namespace_names": ["nvidia-device-plugin", "absent"]})
+    assert not result.get("failed"), result.get("msg")
+    assert result["namespaces"] == [NAMESPACE] and result["nodes"] == []
+    assert [seen[0] for seen in FakeApi.seen] == ["/api/v1/namespaces/nvidia-device-plugin", "/api/v1/namespaces/absent"]
 
 
 def test_a_pod_namespace_without_a_selector_is_refused(tmp_path, api):
