@@ -2,7 +2,7 @@
 # Copyright: (c) 2026, gpufleet maintainers
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Filters over what gpu_node_read read: installed and held packages, and whether a file or directory is in place."""
+"""Filters over what gpu_node_read read: installed and held packages, whether a file or directory is in place, units' states."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -63,9 +63,23 @@ def dir_in_place(entry, mode='0755', owner='root', group='root'):
     )
 
 
+def systemctl_show(output):
+    """``systemctl show --property=... UNIT...`` output as one ``{property: value}`` per unit, in the units' order.
+
+    systemctl separates the units' blocks with an empty line; a unit systemd does not know still gets its block
+    (``LoadState=not-found``, ``ActiveState=inactive``).
+    """
+    units = []
+    for block in str(output or '').split('\n\n'):
+        properties = dict(line.split('=', 1) for line in block.splitlines() if '=' in line)
+        if properties:
+            units.append(properties)
+    return units
+
+
 class FilterModule(object):
     def filters(self):
         return {
             'installed_versions': installed_versions, 'packages_at': packages_at, 'held_packages': held_packages,
-            'file_in_place': file_in_place, 'dir_in_place': dir_in_place,
+            'file_in_place': file_in_place, 'dir_in_place': dir_in_place, 'systemctl_show': systemctl_show,
         }

@@ -1,10 +1,13 @@
-"""Filters over gpu_node_read results: installed_versions, packages_at, held_packages, file_in_place, dir_in_place."""
+"""Filters over gpu_node_read results: installed_versions, packages_at, held_packages, file_in_place, dir_in_place,
+systemctl_show."""
 from __future__ import annotations
+
+from pathlib import Path
 
 import pytest
 
 from ansible_collections.gpufleet.node.plugins.filter.node_read import (
-    FilterModule, dir_in_place, file_in_place, held_packages, installed_versions, packages_at,
+    FilterModule, dir_in_place, file_in_place, held_packages, installed_versions, packages_at, systemctl_show,
 )
 
 
@@ -113,4 +116,32 @@ def test_a_directory_never_stated_is_not_in_place() -> None:
 def test_filters_are_registered() -> None:
     filters = FilterModule().filters()
     assert filters == {"installed_versions": installed_versions, "packages_at": packages_at,
-                       "held_packages": held_packages, "file_in_place": file_in_place, "dir_in_place": dir_in_place}
+                       "held_packages": held_packages, "file_in_place": file_in_place, "dir_in_place": dir_in_place,
+                       "systemctl_show": systemctl_show}
+
+
+# `systemctl show` on a lab node (a systemd container): the driver's clients and containerd, one block per unit.
+SYSTEMCTL_FILES = Path(__file__).parent / "files"
+
+
+def test_systemctl_show_gives_one_entry_per_unit_in_order() -> None:
+    units = systemctl_show((SYSTEMCTL_FILES / "systemctl-show-clients.txt").read_text())
+    assert [unit["Id"] for unit in units] == [
+        "nvidia-persistenced.service", "nvidia-dcgm.service", "dcgm.service", "nvidia-fabricmanager.service",
+        "containerd.service"]
+    assert [unit["Id"] for unit in units if unit["SubState"] == "running"] == ["containerd.service"]
+
+
+def test_systemctl_show_of_one_unit() -> None:
+    units = systemctl_show((SYSTEMCTL_FILES / "systemctl-show-service.txt").read_text())
+    assert units == [{"ActiveState": "active", "UnitFileState": "enabled"}]
+
+
+@pytest.mark.parametrize("output", ["", None, "\n\n"])
+def test_systemctl_show_of_nothing_is_no_unit(output) -> None:
+    assert systemctl_show(output) == []
+
+
+def test_systemctl_show_keeps_an_equals_sign_in_a_value() -> None:
+    assert systemctl_show("ExecStart={ path=/usr/bin/containerd ; argv[]=/usr/bin/containerd }\n") == [
+        {"ExecStart": "{ path=/usr/bin/containerd ; argv[]=/usr/bin/containerd }"}]
