@@ -42,6 +42,8 @@ RAW = "bench-raw"
 # Runs per figure (their median); GPUFLEET_BENCH_REPEATS=1 gives a quicker, noisier run.
 REPEATS = int(os.environ.get("GPUFLEET_BENCH_REPEATS", "3"))
 KUBERNETES_PART = "gpu_node_join"
+SHAPE_PLAY = REPO / ".build" / "bench" / "shape.yml"
+SHAPE_CURVE = [1, 4, 8]
 
 
 def _nodes(count: int) -> str:
@@ -79,7 +81,28 @@ def _mitogen_strategies() -> Path:
 
 
 def _once(playbook: str, limit: str, **options: bool) -> Profile:
-    return bench_profile.profiled(lambda: _playbook(playbook, limit, **options))
+    return bench_profile.profiled(lambda: _playbook(playbook, limit, **options), is_node=_is_node)
+
+
+def _is_node(container: str) -> bool:
+    return container in FLEET or container == RAW
+
+
+def shape_playbook(shape: dict[str, int]) -> str:
+    """A play with as many tasks of each kind as ``shape`` (bench_profile.SHAPE_KINDS) that do nothing: what
+    Ansible alone costs for a run of that shape."""
+    tasks = {
+        "node module": "ansible.builtin.command: {cmd: 'true'}\n      changed_when: false",
+        "local module": "ansible.builtin.command: {cmd: 'true'}\n      changed_when: false\n      delegate_to: localhost",
+        "controller only": "ansible.builtin.set_fact: {bench_shape: 1}",
+        "skipped": "ansible.builtin.debug: {msg: never}\n      when: false",
+    }
+    lines = ["---", "# Benchmark: made by lab/gpufleet_lab/bench.py from the idempotent re-run's tasks.",
+             "- name: A run of the idempotent re-run's shape that does nothing", "  hosts: gpu_nodes",
+             "  gather_facts: false", "  tasks:"]
+    for kind, count in shape.items():
+        lines += [f"    - name: {kind} {index}\n      {tasks[kind]}" for index in range(1, count + 1)]
+    return "\n".join(lines) + "\n"
 
 
 def _median(playbook: str, limit: str, **options: bool) -> Profile:
@@ -157,6 +180,10 @@ def measure(figures: dict[str, object]) -> dict[str, object]:
     figures["curve"] = curve
     for count in CURVE:
         curve[count] = _median(ONBOARD, _nodes(count))
+    SHAPE_PLAY.parent.mkdir(parents=True, exist_ok=True)
+    SHAPE_PLAY.write_text(shape_playbook(curve[1].shape))
+    for count in SHAPE_CURVE:
+        figures[f"shape_{count}_nodes"] = _attempted(str(SHAPE_PLAY), _nodes(count))
     fleet = _nodes(4)
     figures["check_4_nodes"] = _attempted(str(REPO / "playbooks" / "check.yml"), fleet)
     figures["preflight_api_4_nodes"] = _attempted(str(PLAYBOOKS / "preflight_api.yml"), fleet)
@@ -205,6 +232,10 @@ OPTIONAL_ROWS = [
      "upgrade_noop_4_nodes", "rerun_4_nodes"),
     ("check.yml on 4 healthy nodes vs the module's preflight plus one API read per node",
      "check_4_nodes", "preflight_api_4_nodes"),
+    ("Idempotent re-run of onboard.yml on 1 node vs a play of its shape that does nothing (see Scaling)",
+     "rerun_1_node", "shape_1_nodes"),
+    ("A play of the re-run's shape that does nothing: 4 nodes vs 1", "shape_4_nodes", "shape_1_nodes"),
+    ("A play of the re-run's shape that does nothing: 8 nodes vs 1", "shape_8_nodes", "shape_1_nodes"),
 ]
 
 
@@ -252,6 +283,25 @@ def _role_table(curve: dict[int, Profile], cores: int) -> list[str]:
     lines.append("| CPU time of the machine | " + " | ".join(f"{curve[count].cpu_seconds:.1f}" for count in CURVE) + " |")
     lines.append(f"| CPU time / {cores} cores: the least wall time the CPUs allow | "
                  + " | ".join(f"{curve[count].cpu_seconds / cores:.1f}" for count in CURVE) + " |")
+    if all(curve[count].cpu_parts for count in CURVE):
+        lines += [f"| CPU time of the {part} | " + " | ".join(f"{curve[count].cpu_parts[part]:.1f}" for count in CURVE)
+                  + " |" for part in bench_profile.CPU_PARTS]
+    return lines
+
+
+def _cpu_bound(curve: dict[int, Profile], cores: int) -> list[str]:
+    """What the CPU time allows: its fixed and per-node parts (from 1 and 8 nodes), and the least ratios."""
+    first, last = CURVE[0], CURVE[-1]
+    per_node = (curve[last].cpu_seconds - curve[first].cpu_seconds) / (last - first)
+    fixed = curve[first].cpu_seconds - first * per_node
+    lines = [f"Each node adds {per_node:.1f} s of CPU time to the re-run and the run itself costs {fixed:.1f} s"
+             + (":" if curve[first].cpu_parts else ".")]
+    if curve[first].cpu_parts:
+        lines += [f"- {part}: {(curve[last].cpu_parts[part] - curve[first].cpu_parts[part]) / (last - first):.1f} s per node"
+                  for part in bench_profile.CPU_PARTS]
+    lines += ["", f"On {cores} cores n nodes therefore take at least ({fixed:.1f} + n x {per_node:.1f}) / {cores} s: "
+              + ", ".join(f"{count} nodes at least {curve[count].cpu_seconds / cores / curve[first].seconds:.2f}x the 1-node re-run"
+                          for count in CURVE[1:]) + " (their measured CPU time over the cores, over the 1-node wall time)."]
     return lines
 
 
@@ -321,6 +371,13 @@ def render(figures: dict) -> str:
         "",
         *_role_table(curve, int(machine["cores"])),
         "",
+        *_cpu_bound(curve, int(machine["cores"])),
+        "",
+        "The shape of the re-run (the first node's tasks by kind): "
+        + ", ".join(f"{count} {kind}" for kind, count in one.shape.items())
+        + ". The play of that shape that does nothing runs `true` for each module, `set_fact` for each controller-only"
+        " task and a `when: false` task for each skipped one.",
+        "",
         f"On 1 node the re-run runs {one.tasks} tasks; over the one-task play that is "
         f"{per_task:.2f} s per task. The slowest tasks of the 1-node re-run:",
         "",
@@ -343,6 +400,12 @@ def render(figures: dict) -> str:
         "  controller, a fork and the templating of its arguments. The scaling rows show how it grows with nodes:",
         "  Ansible runs hosts in parallel (forks), so more nodes cost far less than as many times one;",
         "  cluster-wide objects are applied once per play. On 2 cores the controller's CPU is what they share.",
+        "- The CPU rows split the machine's CPU time by where it was spent: the controller (ansible-playbook, its",
+        "  forks, its local modules such as gpu_cluster_read, the docker CLI), the node containers (the modules run",
+        "  on the node, each starting Python and importing ansible-core's module_utils from the module's zip; kubelet,",
+        "  containerd), the lab's control plane, and the rest. In the lab the nodes share the controller's cores; on",
+        "  a real fleet a node's part runs on the node. The play of the re-run's shape that does nothing is the least",
+        "  Ansible costs for as many tasks of each kind: its ratios are the scaling a run of this shape can reach here.",
         "- Pipelining pipes a module into the target's Python instead of copying it as a file, running it and",
         "  removing it, so each task costs one exec into the node rather than several. ansible.cfg turns it on",
         "  for every connection and inventories/example sets it for real fleets; every other figure runs with it.",

@@ -9,11 +9,15 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime
+from pathlib import Path
 from typing import Callable
+
+from gpufleet_lab.proc import LabError, run
 
 PLAYBOOK_PART = "playbook"
 SLOWEST = 5
@@ -27,6 +31,21 @@ class Profile:
     slowest: list[tuple[str, float]] = field(default_factory=list)
     # CPU time the whole machine spent during the run: the controller, the node containers, docker, the lab
     cpu_seconds: float = 0.0
+    # That CPU time by where it was spent (CPU_PARTS); empty where the containers' cgroups cannot be read
+    cpu_parts: dict[str, float] = field(default_factory=dict)
+    # What the first host's tasks were (SHAPE_KINDS): each task costs Ansible according to its kind
+    shape: dict[str, int] = field(default_factory=dict)
+
+
+CONTROLLER = "controller: Ansible, its local modules, the docker CLI"
+NODES = "node containers: modules on the node, kubelet, containerd"
+LAB = "the lab's other containers: control plane"
+REST = "docker daemon, kernel and the rest"
+CPU_PARTS = [CONTROLLER, NODES, LAB, REST]
+# Tasks whose action runs on the controller only (no module round trip)
+CONTROLLER_ACTIONS = {"set_fact", "assert", "debug", "fail", "include_tasks", "include_role", "import_tasks",
+                      "import_role", "include_vars", "validate_argument_spec", "meta", "add_host", "group_by"}
+SHAPE_KINDS = ["node module", "local module", "controller only", "skipped"]
 
 
 def part_of(task_name: str) -> str:
@@ -64,23 +83,92 @@ def last_failure(report: dict) -> list[str]:
     return [text for entry, text in failures if entry == failures[-1][0]] if failures else []
 
 
+def shape_of(report: dict) -> dict[str, int]:
+    """How many tasks of each kind (SHAPE_KINDS) the report's first host ran."""
+    kinds: Counter[str] = Counter()
+    first_host = None
+    for play in report.get("plays", []):
+        for entry in play.get("tasks", []):
+            hosts = entry.get("hosts", {})
+            first_host = first_host or next(iter(hosts), None)
+            if first_host in hosts:
+                kinds[_kind(hosts[first_host])] += 1
+    return {kind: kinds[kind] for kind in SHAPE_KINDS}
+
+
+def _kind(result: dict) -> str:
+    if result.get("skipped"):
+        return "skipped"
+    if result.get("action", "").rsplit(".", 1)[-1] in CONTROLLER_ACTIONS:
+        return "controller only"
+    return "local module" if "_ansible_delegated_vars" in result else "node module"
+
+
 def profile_of(seconds: float, report: dict, slowest: int = SLOWEST) -> Profile:
     times = task_times(report)
     parts: dict[str, float] = defaultdict(float)
     for name, task_seconds in times:
         parts[part_of(name)] += task_seconds
     ranked = sorted(times, key=lambda item: -item[1])[:slowest]
-    return Profile(seconds, dict(parts), len(times), ranked)
+    return Profile(seconds, dict(parts), len(times), ranked, shape=shape_of(report))
 
 
-def profiled(run_playbook: Callable[[], str]) -> Profile:
-    """Run a playbook whose stdout is the json callback's report; its wall time, CPU time and where they went."""
+def profiled(run_playbook: Callable[[], str], is_node: Callable[[str], bool] = lambda _name: False) -> Profile:
+    """Run a playbook whose stdout is the json callback's report; its wall time, CPU time and where they went.
+
+    ``is_node`` tells the lab's node containers (by name) from its other containers."""
     output: list[str] = []
-    cpu_before = busy_cpu_seconds()
+    cgroups = container_cgroups()
+    before = cpu_snapshot(cgroups)
     seconds = timed(lambda: output.append(run_playbook()))
+    after = cpu_snapshot(cgroups)
     profile = profile_of(seconds, json.loads(output[0]))
-    profile.cpu_seconds = busy_cpu_seconds() - cpu_before
+    spent = {key: after[key] - before[key] for key in after}
+    profile.cpu_seconds = spent.pop("machine")
+    controller = spent.pop("controller")
+    if cgroups:
+        nodes = sum(value for name, value in spent.items() if is_node(name))
+        lab = sum(value for name, value in spent.items() if not is_node(name))
+        profile.cpu_parts = {CONTROLLER: controller, NODES: nodes, LAB: lab,
+                             REST: max(profile.cpu_seconds - controller - nodes - lab, 0.0)}
     return profile
+
+
+def cpu_snapshot(cgroups: dict[str, Path]) -> dict[str, float]:
+    """CPU seconds so far: the machine's, this process's children's (ansible-playbook and everything it waited
+    for), and each container's (its cgroup). The children first: reading a cgroup starts no process."""
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    snapshot = {"controller": children.ru_utime + children.ru_stime, "machine": busy_cpu_seconds()}
+    snapshot.update({name: _cgroup_cpu_seconds(path) for name, path in cgroups.items()})
+    return snapshot
+
+
+def container_cgroups() -> dict[str, Path]:
+    """The CPU accounting file of each running container, by name: cgroup v1 (cpuacct) or v2 (cpu.stat);
+    empty when docker or the files cannot be read."""
+    try:
+        listing = run(["docker", "ps", "--no-trunc", "--format", "{{.Names}} {{.ID}}"], quiet=True).stdout
+    except (OSError, LabError):
+        return {}
+    found = {}
+    for line in listing.splitlines():
+        name, _, container_id = line.partition(" ")
+        candidates = [Path(f"/sys/fs/cgroup/cpuacct/docker/{container_id}/cpuacct.usage"),
+                      Path(f"/sys/fs/cgroup/system.slice/docker-{container_id}.scope/cpu.stat"),
+                      Path(f"/sys/fs/cgroup/docker/{container_id}/cpu.stat")]
+        readable = next((path for path in candidates if path.is_file()), None)
+        if readable is None:
+            return {}
+        found[name] = readable
+    return found
+
+
+def _cgroup_cpu_seconds(path: Path) -> float:
+    text = path.read_text(encoding="ascii")
+    if path.name == "cpuacct.usage":
+        return int(text) / 1e9
+    usage = next(line.split()[1] for line in text.splitlines() if line.startswith("usage_usec "))
+    return int(usage) / 1e6
 
 
 def busy_cpu_seconds() -> float:

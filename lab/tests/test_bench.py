@@ -151,3 +151,53 @@ def test_plot_writes_a_png(tmp_path: Path) -> None:
     target = tmp_path / "curve.png"
     bench.plot(_figures(22.0)["curve"], target)
     assert target.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_shape_counts_the_first_hosts_tasks_by_kind(report: dict) -> None:
+    # the playbook's command and the role's command run as modules on the host; the debug is skipped
+    assert bench_profile.profile_of(2.0, report).shape == {
+        "node module": 2, "local module": 0, "controller only": 0, "skipped": 1}
+
+
+@pytest.mark.parametrize("result, kind", [
+    ({"action": "ansible.builtin.set_fact"}, "controller only"),
+    ({"action": "assert"}, "controller only"),
+    ({"action": "gpufleet.node.gpu_cluster_read", "_ansible_delegated_vars": {"ansible_host": "localhost"}}, "local module"),
+    ({"action": "gpufleet.node.gpu_node_read"}, "node module"),
+    ({"action": "ansible.builtin.set_fact", "skipped": True}, "skipped"),
+])
+def test_kind_of_a_result(result: dict, kind: str) -> None:
+    assert bench_profile._kind(result) == kind
+
+
+def test_the_shape_playbook_has_the_shape_it_was_made_from(tmp_path: Path) -> None:
+    shape = {"node module": 2, "local module": 1, "controller only": 3, "skipped": 2}
+    (tmp_path / "shape.yml").write_text(bench.shape_playbook(shape))
+    env = dict(os.environ, ANSIBLE_STDOUT_CALLBACK="ansible.posix.json")
+    inventory = tmp_path / "hosts.ini"
+    inventory.write_text(f"[gpu_nodes]\nnode-1 ansible_connection=local ansible_python_interpreter={sys.executable}\n")
+    argv = [str(Path(sys.executable).with_name("ansible-playbook")), "-i", str(inventory), str(tmp_path / "shape.yml")]
+    output = bench.run(argv, env=env)
+    assert bench_profile.shape_of(json.loads(output.stdout)) == shape
+
+
+@pytest.mark.parametrize("name, content, seconds", [
+    ("cpuacct.usage", "2500000000\n", 2.5),
+    ("cpu.stat", "usage_usec 1500000\nuser_usec 1000000\nsystem_usec 500000\n", 1.5),
+])
+def test_a_containers_cpu_time_is_read_from_its_cgroup(tmp_path: Path, name: str, content: str, seconds: float) -> None:
+    (tmp_path / name).write_text(content)
+    assert bench_profile._cgroup_cpu_seconds(tmp_path / name) == seconds
+
+
+def test_the_cpu_bound_splits_fixed_and_per_node_cpu_time() -> None:
+    figures = _figures(22.0)
+    parts = bench_profile.CPU_PARTS
+    for count, profile in figures["curve"].items():
+        profile.cpu_seconds = 4.0 + 10.0 * count
+        profile.cpu_parts = {parts[0]: 2.0 + 6.0 * count, parts[1]: 2.0 * count, parts[2]: 1.0 + count, parts[3]: 1.0 + count}
+    text = bench.render(figures)
+    assert "Each node adds 10.0 s of CPU time to the re-run and the run itself costs 4.0 s:" in text
+    assert f"- {parts[0]}: 6.0 s per node" in text
+    assert "4 nodes at least 2.00x the 1-node re-run" in text  # (4 + 40) / 2 cores / 11 s
+    assert f"| CPU time of the {parts[1]} | 2.0 | 4.0 | 8.0 | 16.0 |" in text
