@@ -152,7 +152,7 @@ def container_cgroups() -> dict[str, Path]:
         return {}
     found = {}
     for line in listing.splitlines():
-        name, _, container_id = line.partition(" ")
+        name, _separator, container_id = line.partition(" ")
         candidates = [Path(f"/sys/fs/cgroup/cpuacct/docker/{container_id}/cpuacct.usage"),
                       Path(f"/sys/fs/cgroup/system.slice/docker-{container_id}.scope/cpu.stat"),
                       Path(f"/sys/fs/cgroup/docker/{container_id}/cpu.stat")]
