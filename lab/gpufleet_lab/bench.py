@@ -193,6 +193,8 @@ def measure(figures: dict[str, object]) -> dict[str, object]:
     figures["rerun_1_node_no_pipelining"] = _attempted(ONBOARD, FLEET[0], pipelining=False)
     # Last: Mitogen leaves its own interpreters behind on the node.
     figures["rerun_1_node_mitogen"] = _attempted(ONBOARD, FLEET[0], mitogen=True)
+    for count in (4, 8):
+        figures[f"rerun_{count}_nodes_mitogen"] = _attempted(ONBOARD, _nodes(count), mitogen=True)
     return figures
 
 
@@ -236,6 +238,10 @@ OPTIONAL_ROWS = [
      "rerun_1_node", "shape_1_nodes"),
     ("A play of the re-run's shape that does nothing: 4 nodes vs 1", "shape_4_nodes", "shape_1_nodes"),
     ("A play of the re-run's shape that does nothing: 8 nodes vs 1", "shape_8_nodes", "shape_1_nodes"),
+    ("Idempotent re-run of onboard.yml with Mitogen's strategy: 4 onboarded nodes vs 1",
+     "rerun_4_nodes_mitogen", "rerun_1_node_mitogen"),
+    ("Idempotent re-run of onboard.yml with Mitogen's strategy: 8 onboarded nodes vs 1",
+     "rerun_8_nodes_mitogen", "rerun_1_node_mitogen"),
 ]
 
 
