@@ -3,30 +3,14 @@ with the roles' own defaults: every disagreement is named before any host is cha
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
 import yaml
-
-import artifact as artifact_tool  # tools/artifact.py (pytest.ini puts tools/ on the path)
+from template_runner import render_per_host
 
 REPO = Path(__file__).resolve().parents[2]
 ROLES = ("container_toolkit", "containerd_nvidia", "gpu_node_join")
-
-PLAYBOOK = """
-- name: Render the agreement check of every case
-  hosts: all
-  gather_facts: false
-  tasks:
-    - name: Write the problems
-      ansible.builtin.copy:
-        content: "{{ lookup('ansible.builtin.template', template) }}"
-        dest: "{{ out_dir }}/{{ inventory_hostname }}.json"
-        mode: "0644"
-"""
 
 CASES: dict[str, dict] = {
     "defaults": {},
@@ -48,23 +32,11 @@ def _defaults() -> dict:
 
 @pytest.fixture(scope="module")
 def problems(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[str]]:
-    work = tmp_path_factory.mktemp("onboard_agreement")
-    (work / "playbook.yml").write_text(PLAYBOOK)
-    out = work / "out"
-    out.mkdir()
     defaults = _defaults()
-    hosts = {name: {"ansible_connection": "local", **defaults, **overrides} for name, overrides in CASES.items()}
-    (work / "inventory.yml").write_text(yaml.safe_dump({"all": {"hosts": hosts}}))
-    env = dict(os.environ, ANSIBLE_GATHERING="explicit", ANSIBLE_RETRY_FILES_ENABLED="false", ANSIBLE_FORKS="8",
-               ANSIBLE_NOCOLOR="1", ANSIBLE_PYTHON_INTERPRETER=shutil.which("python3") or "python3")
-    env.pop("ANSIBLE_CONFIG", None)
-    proc = subprocess.run(
-        [artifact_tool.tool("ansible-playbook"), "-i", str(work / "inventory.yml"), str(work / "playbook.yml"), "-e",
-         json.dumps({"out_dir": str(out), "template": str(REPO / "playbooks/templates/strategy_problems.j2")})],
-        cwd=work, env=env, capture_output=True, text=True, timeout=600, check=False,
-    )
-    assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-3000:]
-    return {name: json.loads((out / f"{name}.json").read_text()) for name in CASES}
+    hosts = {name: {**defaults, **overrides} for name, overrides in CASES.items()}
+    rendered = render_per_host(tmp_path_factory.mktemp("onboard_agreement"),
+                               REPO / "playbooks/templates/strategy_problems.j2", hosts)
+    return {name: json.loads(text) for name, text in rendered.items()}
 
 
 @pytest.mark.parametrize("case", ["defaults", "lab", "envvar_accepted"])

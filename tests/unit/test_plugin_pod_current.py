@@ -4,16 +4,11 @@ plugin dying at start (Ready for a moment at each restart) does not."""
 from __future__ import annotations
 
 import datetime
-import json
-import os
-import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
 import yaml
-
-import artifact as artifact_tool  # tools/artifact.py (pytest.ini puts tools/ on the path)
+from template_runner import render_per_host
 
 REPO = Path(__file__).resolve().parents[2]
 TEMPLATE = REPO / "roles/gpu_node_join/templates/plugin_pod_current.j2"
@@ -21,22 +16,13 @@ SETTLE = yaml.safe_load((REPO / "roles/gpu_node_join/vars/main.yml").read_text()
 IMAGE = "nvcr.io/nvidia/k8s-device-plugin:v0.17.4"
 SHA = "4700d1d89eb4"
 
-PLAYBOOK = """
-- name: Judge every case's pods
-  hosts: all
-  gather_facts: false
-  vars:
-    __gpu_node_join_image: "%s"
-    __gpu_node_join_label_prefix: gpufleet.io
-    __gpu_node_join_config_sha256: "%s"
-    __gpu_node_join_plugin_settle_seconds: %d
-  tasks:
-    - name: Write the verdict
-      ansible.builtin.copy:
-        content: "{{ lookup('ansible.builtin.template', template) | trim }}"
-        dest: "{{ out_dir }}/{{ inventory_hostname }}.txt"
-        mode: "0644"
-""" % (IMAGE, SHA, SETTLE)
+# The role's own variables the template reads, as the role sets them.
+ROLE_VARIABLES = {
+    "__gpu_node_join_image": IMAGE,
+    "__gpu_node_join_label_prefix": "gpufleet.io",
+    "__gpu_node_join_config_sha256": SHA,
+    "__gpu_node_join_plugin_settle_seconds": SETTLE,
+}
 
 
 def _pod(ready_for: float | None = 120.0, image: str = IMAGE, sha: str = SHA, deleting: bool = False,
@@ -66,27 +52,13 @@ CASES: dict[str, tuple[list[dict], bool]] = {
 
 @pytest.fixture(scope="module")
 def verdicts(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
-    work = tmp_path_factory.mktemp("plugin_pod_current")
-    (work / "playbook.yml").write_text(PLAYBOOK)
-    out = work / "out"
-    out.mkdir()
-    hosts = {name: {"ansible_connection": "local", "__pods": pods} for name, (pods, _) in CASES.items()}
-    (work / "inventory.yml").write_text(yaml.safe_dump({"all": {"hosts": hosts}}))
-    env = dict(os.environ, ANSIBLE_GATHERING="explicit", ANSIBLE_RETRY_FILES_ENABLED="false", ANSIBLE_FORKS="8",
-               ANSIBLE_NOCOLOR="1", ANSIBLE_PYTHON_INTERPRETER=shutil.which("python3") or "python3")
-    env.pop("ANSIBLE_CONFIG", None)
-    proc = subprocess.run(
-        [artifact_tool.tool("ansible-playbook"), "-i", str(work / "inventory.yml"), str(work / "playbook.yml"), "-e",
-         json.dumps({"out_dir": str(out), "template": str(TEMPLATE)})],
-        cwd=work, env=env, capture_output=True, text=True, timeout=600, check=False,
-    )
-    assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-3000:]
-    return {name: (out / f"{name}.txt").read_text() for name in CASES}
+    hosts = {name: {**ROLE_VARIABLES, "__pods": pods} for name, (pods, _) in CASES.items()}
+    return render_per_host(tmp_path_factory.mktemp("plugin_pod_current"), TEMPLATE, hosts)
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_verdict(verdicts: dict[str, str], case: str) -> None:
-    assert verdicts[case] == str(CASES[case][1])
+    assert verdicts[case].strip() == str(CASES[case][1])
 
 
 def test_the_settling_time_outlasts_the_kubelets_status_period() -> None:
