@@ -25,8 +25,9 @@ ROLE_VARIABLES = {
 }
 
 
-def _pod(ready_for: float | None = 120.0, image: str = IMAGE, sha: str = SHA, deleting: bool = False,
+def _pod(ready_for: float | None = SETTLE + 60, image: str = IMAGE, sha: str = SHA, deleting: bool = False,
          transition: bool = True) -> dict:
+    """A plugin pod whose Ready condition turned true ready_for seconds ago (None: not Ready), as of now."""
     condition = {"type": "Ready", "status": "True" if ready_for is not None else "False"}
     if transition and ready_for is not None:
         since = datetime.datetime.now(datetime.timezone.utc) - datetime.timedelta(seconds=ready_for)
@@ -37,22 +38,23 @@ def _pod(ready_for: float | None = 120.0, image: str = IMAGE, sha: str = SHA, de
     return {"metadata": metadata, "spec": {"containers": [{"image": image}]}, "status": {"conditions": [condition]}}
 
 
+# The pods of each case (made when the fixture renders them: the times are relative to then) and the verdict.
 CASES: dict[str, tuple[list[dict], bool]] = {
-    "ready_long_enough": ([_pod()], True),
-    "ready_a_moment": ([_pod(ready_for=2)], False),
-    "ready_without_transition_time": ([_pod(transition=False)], True),
-    "not_ready": ([_pod(ready_for=None)], False),
-    "other_configuration": ([_pod(sha="0000")], False),
-    "other_image": ([_pod(image="nvcr.io/nvidia/k8s-device-plugin:v0.16.0")], False),
-    "deleting": ([_pod(deleting=True)], False),
-    "an_old_pod_and_a_settled_current_one": ([_pod(sha="0000"), _pod()], True),
+    "ready_long_enough": ([{}], True),
+    "ready_a_moment": ([{"ready_for": 0}], False),
+    "ready_without_transition_time": ([{"transition": False}], True),
+    "not_ready": ([{"ready_for": None}], False),
+    "other_configuration": ([{"sha": "0000"}], False),
+    "other_image": ([{"image": "nvcr.io/nvidia/k8s-device-plugin:v0.16.0"}], False),
+    "deleting": ([{"deleting": True}], False),
+    "an_old_pod_and_a_settled_current_one": ([{"sha": "0000"}, {}], True),
     "no_pod": ([], False),
 }
 
 
 @pytest.fixture(scope="module")
 def verdicts(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
-    hosts = {name: {**ROLE_VARIABLES, "__pods": pods} for name, (pods, _) in CASES.items()}
+    hosts = {name: {**ROLE_VARIABLES, "__pods": [_pod(**pod) for pod in pods]} for name, (pods, _verdict) in CASES.items()}
     return render_per_host(tmp_path_factory.mktemp("plugin_pod_current"), TEMPLATE, hosts)
 
 
