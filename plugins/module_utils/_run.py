@@ -2,13 +2,14 @@
 # Copyright: (c) 2026, gpufleet maintainers
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""The collection's one wrapper around AnsibleModule.run_command (private to gpufleet.node)."""
+"""The collection's one way to run a command on the target (private to gpufleet.node)."""
 
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
 import os
+import subprocess
 
 
 class CommandResult:
@@ -36,8 +37,25 @@ class CommandResult:
                 'timed_out': self.timed_out, 'not_found': self.not_found}
 
 
+def execute(argv, environ_update):
+    """Runs argv (no shell, stdin from /dev/null) and returns rc, stdout and stderr as text.
+
+    Not AnsibleModule.run_command: its read loop (ansible-core 2.19) asks the process twice whether it has exited,
+    and a command that exits between the two asks sends the loop once more into a select() on no pipes, which waits
+    out its whole one-second timeout. On a busy host that adds a second to a command now and then, and a task waits
+    for its slowest host. communicate() has no such window.
+    """
+    try:
+        process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                   env=dict(os.environ, **environ_update), close_fds=True)
+    except OSError as exc:
+        return 126, '', '%s: %s' % (argv[0], exc)
+    stdout, stderr = process.communicate()
+    return process.returncode, stdout.decode('utf-8', 'surrogateescape'), stderr.decode('utf-8', 'surrogateescape')
+
+
 class CommandRunner:
-    """Runs commands through module.run_command with a time limit and no shell.
+    """Runs commands with a time limit and no shell.
 
     A missing executable is reported as CommandResult(not_found=True) rather than failing the
     module, and commands are wrapped in coreutils `timeout` when it exists so that a hung
@@ -65,6 +83,6 @@ class CommandRunner:
         command = argv
         if self._timeout_bin and self.timeout:
             command = [self._timeout_bin, '--kill-after=5', str(self.timeout)] + argv
-        rc, stdout, stderr = self.module.run_command(command, check_rc=False, environ_update={'LC_ALL': 'C'})
+        rc, stdout, stderr = execute(command, {'LC_ALL': 'C'})
         timed_out = bool(self._timeout_bin and self.timeout and rc in (self.TIMEOUT_RC, 137))
         return CommandResult(argv, rc, stdout, stderr, timed_out=timed_out)

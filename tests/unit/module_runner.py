@@ -6,6 +6,7 @@ from unittest import mock
 
 from ansible.module_utils import basic
 from ansible.module_utils.testing import patch_module_args
+from ansible_collections.gpufleet.node.plugins.module_utils import _run
 
 
 class ModuleExit(Exception):
@@ -21,10 +22,14 @@ def _fail_json(self, msg, **kwargs):
     raise ModuleExit(dict(kwargs, failed=True, msg=msg))
 
 
-def run_module(main, args, **module_methods):
-    """main() of a module with args; module_methods replace AnsibleModule methods (run_command, get_bin_path...)."""
+def run_module(main, args, commands=None, **module_methods):
+    """main() of a module with args; commands(argv, environ_update) answers the commands the module runs through
+    module_utils/_run.py, instead of running them; module_methods replace AnsibleModule methods (run_command,
+    get_bin_path...)."""
     with ExitStack() as stack:
         stack.enter_context(patch_module_args(args))
+        if commands is not None:
+            stack.enter_context(mock.patch.object(_run, "execute", commands))
         for name, replacement in dict(module_methods, exit_json=_exit_json, fail_json=_fail_json).items():
             stack.enter_context(mock.patch.object(basic.AnsibleModule, name, replacement))
         try:

@@ -19,7 +19,6 @@ import json
 import os
 import shutil
 import ssl
-import subprocess
 import sys
 import tempfile
 import time
@@ -34,17 +33,11 @@ CORDONED_ANNOTATION = PREFIX + "gpu-health-cordoned"
 
 
 class Host:
-    """What the check code's CommandRunner needs of an AnsibleModule: finding and running commands."""
+    """What the check code's CommandRunner needs of an AnsibleModule: finding commands (it runs them itself)."""
 
     @staticmethod
     def get_bin_path(name, required=False):
         return shutil.which(name)
-
-    @staticmethod
-    def run_command(argv, check_rc=False, environ_update=None):
-        env = dict(os.environ, **(environ_update or {}))
-        proc = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, check=False)
-        return proc.returncode, proc.stdout.decode("utf-8", "replace"), proc.stderr.decode("utf-8", "replace")
 
 
 def run_checks(config):

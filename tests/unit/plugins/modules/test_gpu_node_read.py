@@ -1,4 +1,4 @@
-"""gpufleet.node.gpu_node_read: what it reads and runs, with a mocked run_command and real files."""
+"""gpufleet.node.gpu_node_read: what it reads and runs, with mocked commands and real files."""
 from __future__ import annotations
 
 import grp
@@ -39,7 +39,7 @@ CONTAINER = {"containerd_config": "/etc/containerd/config.toml", "handler": "nvi
 
 
 def run(args, commands):
-    return run_module(gpu_node_read.main, args, run_command=commands,
+    return run_module(gpu_node_read.main, args, commands=commands,
                       get_bin_path=lambda self, name, required=False, opt_dirs=None: "/usr/bin/" + name)
 
 
@@ -175,8 +175,8 @@ class RunsInTurn(FakeCommands):
         super().__init__(answers)
         self.run_key, self.run_answers = run_key, list(run_answers)
 
-    def __call__(self, args, check_rc=False, environ_update=None, **kwargs):
-        answer = super().__call__(args, check_rc, environ_update, **kwargs)
+    def __call__(self, args, environ_update):
+        answer = super().__call__(args, environ_update)
         argv = self.calls[-1]
         if tuple([os.path.basename(argv[0])] + argv[1:]) != self.run_key:
             return answer
@@ -229,7 +229,7 @@ def test_the_host_check_is_the_one_of_nvidia_gpu_check(tmp_path):
     smi.chmod(0o755)
     read = run({"host_check": {"host_root": str(root), "nvidia_smi_path": str(smi)}}, FakeCommands(healthy_answers("h100x8")))
     alone = run_module(nvidia_gpu_check.main, {"host_root": str(root), "nvidia_smi_path": str(smi), "fail_on_error": False},
-                       run_command=FakeCommands(healthy_answers("h100x8")))
+                       commands=FakeCommands(healthy_answers("h100x8")))
     assert read["host"]["checks"] == alone["checks"]
     assert read["host"]["failed_checks"] == alone["failed_checks"] == []
     assert read["host"]["nvidia_gpu"]["gpus"] == alone["nvidia_gpu"]["gpus"] and len(alone["nvidia_gpu"]["gpus"]) == 8

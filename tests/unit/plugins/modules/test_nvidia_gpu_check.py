@@ -1,4 +1,4 @@
-"""Module flow of gpufleet.node.nvidia_gpu_check with a mocked run_command.
+"""Module flow of gpufleet.node.nvidia_gpu_check with mocked commands.
 
 The host files come from the simulated GPU host trees of lab/gpusim (real character devices,
 so these tests run as root); nvidia-smi's answers are mocked: recorded real outputs from
@@ -33,14 +33,15 @@ NOT_PASSING = set()
 
 
 class FakeCommands:
-    """Stands in for AnsibleModule.run_command: answers by argv (without the `timeout` wrapper)."""
+    """Stands in for module_utils/_run.py's execute: answers by argv (without the `timeout` wrapper)."""
 
     def __init__(self, answers=None):
         self.answers = answers or {}
         self.calls = []
         self.side_effects = {}
 
-    def __call__(self, args, check_rc=False, environ_update=None, **kwargs):
+    def __call__(self, args, environ_update):
+        assert environ_update == {"LC_ALL": "C"}, "commands run in the C locale, so their output parses"
         argv = list(args)
         if argv and os.path.basename(argv[0]) == "timeout":
             argv = argv[3:]
@@ -55,7 +56,7 @@ class FakeCommands:
 
 @pytest.fixture
 def smi(tmp_path):
-    """A dummy nvidia-smi file (never executed: run_command is mocked)."""
+    """A dummy nvidia-smi file (never executed: the commands are mocked)."""
     path = tmp_path / "bin" / "nvidia-smi"
     path.parent.mkdir()
     path.write_text("#!/bin/sh\nexit 99\n")
@@ -77,7 +78,7 @@ def healthy_answers(name):
 def run(args, commands, check_mode=False):
     if check_mode:
         args = dict(args, _ansible_check_mode=True)
-    result = run_module(nvidia_gpu_check.main, args, run_command=commands)
+    result = run_module(nvidia_gpu_check.main, args, commands=commands)
     for item in result.get("checks", []):
         if item["status"] in ("fail", "warn"):
             NOT_PASSING.add(item["id"])
