@@ -37,8 +37,8 @@ class CommandResult:
                 'timed_out': self.timed_out, 'not_found': self.not_found}
 
 
-def execute(argv, environ_update):
-    """Runs argv (no shell, stdin from /dev/null) and returns rc, stdout and stderr as text.
+def execute(argv, environ_update, data=None):
+    """Runs argv (no shell) with data as its input (else /dev/null) and returns rc, stdout and stderr as text.
 
     Not AnsibleModule.run_command: its read loop (ansible-core 2.19) asks the process twice whether it has exited,
     and a command that exits between the two asks sends the loop once more into a select() on no pipes, which waits
@@ -46,11 +46,12 @@ def execute(argv, environ_update):
     for its slowest host. communicate() has no such window.
     """
     try:
-        process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        process = subprocess.Popen(argv, stdin=subprocess.DEVNULL if data is None else subprocess.PIPE,
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                    env=dict(os.environ, **environ_update), close_fds=True)
     except OSError as exc:
         return 126, '', '%s: %s' % (argv[0], exc)
-    stdout, stderr = process.communicate()
+    stdout, stderr = process.communicate(None if data is None else data.encode('utf-8'))
     return process.returncode, stdout.decode('utf-8', 'surrogateescape'), stderr.decode('utf-8', 'surrogateescape')
 
 

@@ -77,6 +77,7 @@ before:
 '''
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.gpufleet.node.plugins.module_utils import _run
 
 NOT_PRESENT = 'not present'
 
@@ -95,6 +96,14 @@ def _render(selections):
     return ''.join('%s %s\n' % (name, selection) for name, selection in sorted(selections.items()))
 
 
+def _dpkg(module, argv, data=None):
+    """dpkg's output; the module fails naming the command when dpkg does."""
+    rc, out, err = _run.execute(argv, {'LC_ALL': 'C'}, data)
+    if rc != 0:
+        module.fail_json(msg='%s failed (rc %d): %s' % (' '.join(argv), rc, (err or out).strip()), rc=rc, stdout=out, stderr=err)
+    return out
+
+
 def run_module():
     module = AnsibleModule(
         argument_spec=dict(
@@ -106,12 +115,11 @@ def run_module():
     names, selection = module.params['names'], module.params['selection']
     dpkg = module.get_bin_path('dpkg', required=True)
     # All selections: naming a package dpkg does not know makes `dpkg --get-selections NAME` fail.
-    rc, out, err = module.run_command([dpkg, '--get-selections'], check_rc=True)
-    known = parse_selections(out)
+    known = parse_selections(_dpkg(module, [dpkg, '--get-selections']))
     before = dict((name, known.get(name, NOT_PRESENT)) for name in names)
     changes = sorted(name for name in set(names) if before[name] != selection)
     if changes and not module.check_mode:
-        module.run_command([dpkg, '--set-selections'], data=_render(dict.fromkeys(changes, selection)), check_rc=True)
+        _dpkg(module, [dpkg, '--set-selections'], _render(dict.fromkeys(changes, selection)))
     result = dict(changed=bool(changes), changed_names=changes, before=before)
     if module._diff and changes:
         result['diff'] = dict(before=_render(dict((name, before[name]) for name in changes)),

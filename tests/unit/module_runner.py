@@ -22,14 +22,16 @@ def _fail_json(self, msg, **kwargs):
     raise ModuleExit(dict(kwargs, failed=True, msg=msg))
 
 
-def run_module(main, args, commands=None, **module_methods):
-    """main() of a module with args; commands(argv, environ_update) answers the commands the module runs through
-    module_utils/_run.py, instead of running them; module_methods replace AnsibleModule methods (run_command,
-    get_bin_path...)."""
+def _no_commands(argv, environ_update, data=None):
+    raise AssertionError("the test gave no answers for commands, and a unit test runs none for real: %r" % (argv,))
+
+
+def run_module(main, args, commands=_no_commands, **module_methods):
+    """main() of a module with args; commands(argv, environ_update, data=None) answers the commands the module runs
+    through module_utils/_run.py (none runs for real); module_methods replace AnsibleModule methods (get_bin_path...)."""
     with ExitStack() as stack:
         stack.enter_context(patch_module_args(args))
-        if commands is not None:
-            stack.enter_context(mock.patch.object(_run, "execute", commands))
+        stack.enter_context(mock.patch.object(_run, "execute", commands))
         for name, replacement in dict(module_methods, exit_json=_exit_json, fail_json=_fail_json).items():
             stack.enter_context(mock.patch.object(basic.AnsibleModule, name, replacement))
         try:

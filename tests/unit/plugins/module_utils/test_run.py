@@ -31,6 +31,10 @@ def test_execute_gives_the_command_no_input():
     assert _run.execute(["cat"], {}) == (0, "", "")
 
 
+def test_execute_gives_the_command_the_data_as_its_input():
+    assert _run.execute(["sh", "-c", "cat; echo"], {}, "libcuda1 hold\n") == (0, "libcuda1 hold\n\n", "")
+
+
 def test_execute_reports_a_file_that_cannot_be_executed(tmp_path):
     script = tmp_path / "not-a-program"
     script.write_bytes(b"\x00\x01\x02")

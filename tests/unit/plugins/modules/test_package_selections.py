@@ -13,19 +13,21 @@ from module_runner import run_module
 SELECTIONS = (Path(__file__).parent / "files" / "dpkg-get-selections.txt").read_text()
 
 
-def run(args, check_mode=False, diff=False):
-    """The module's result, and the data each `dpkg --set-selections` was given (--get-selections answers SELECTIONS)."""
+def run(args, check_mode=False, diff=False, set_selections=(0, "", "")):
+    """The module's result, and the data each `dpkg --set-selections` was given (--get-selections answers SELECTIONS,
+    --set-selections answers set_selections)."""
     writes = []
 
-    def run_command(module, argv, data=None, check_rc=False, **kwargs):
+    def commands(argv, environ_update, data=None):
         if argv[1:] == ["--get-selections"]:
+            assert data is None
             return 0, SELECTIONS, ""
         assert argv[1:] == ["--set-selections"], argv
         writes.append(data)
-        return 0, "", ""
+        return set_selections
 
     result = run_module(package_selections.main, dict(args, _ansible_check_mode=check_mode, _ansible_diff=diff),
-                        run_command=run_command, get_bin_path=lambda module, name, required=False: "/usr/bin/" + name)
+                        commands=commands, get_bin_path=lambda module, name, required=False: "/usr/bin/" + name)
     return result, writes
 
 
@@ -72,3 +74,11 @@ def test_check_mode_reports_and_writes_nothing_and_an_unknown_package_is_a_chang
 def test_a_bad_selection_is_refused():
     result, writes = run({"names": ["containerd"], "selection": "frozen"})
     assert writes == [] and result["failed"] and "selection" in result["msg"] and "frozen" in result["msg"]
+
+
+def test_a_failing_dpkg_fails_the_module_naming_the_command_and_its_error():
+    result, writes = run({"names": ["libcuda1-535"], "selection": "hold"},
+                         set_selections=(2, "", "dpkg: error: unexpected end of file in package name\n"))
+    assert len(writes) == 1 and result["failed"] and result["rc"] == 2
+    assert result["msg"] == ("/usr/bin/dpkg --set-selections failed (rc 2): "
+                             "dpkg: error: unexpected end of file in package name")
