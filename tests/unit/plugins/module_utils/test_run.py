@@ -1,5 +1,5 @@
-"""plugins/module_utils/_run.py on real commands: what execute returns, and how CommandRunner reports a command that
-is missing, cannot be executed or runs past its time limit."""
+"""plugins/module_utils/_run.py on real commands: what execute returns (also for a file that cannot be executed), and
+how CommandRunner runs a command and reports one that is missing or runs past its time limit."""
 from __future__ import annotations
 
 import shutil
