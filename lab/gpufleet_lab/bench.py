@@ -43,6 +43,9 @@ RAW = "bench-raw"
 REPEATS = int(os.environ.get("GPUFLEET_BENCH_REPEATS", "3"))
 KUBERNETES_PART = "gpu_node_join"
 SHAPE_PLAY = REPO / ".build" / "bench" / "shape.yml"
+# The same module calls as the re-run and nothing else: what is left if every other task were free.
+MODULES_PLAY = REPO / ".build" / "bench" / "modules.yml"
+MODULE_KINDS = ["node module", "local module"]
 SHAPE_CURVE = [1, 4, 8]
 
 
@@ -90,10 +93,14 @@ def _is_node(container: str) -> bool:
 
 def shape_playbook(shape: dict[str, int]) -> str:
     """A play with as many tasks of each kind as ``shape`` (bench_profile.SHAPE_KINDS) that do nothing: what
-    Ansible alone costs for a run of that shape."""
+    Ansible alone costs for a run of that shape.
+
+    A module that does nothing is ping: a module round trip that runs no command (the builtin command module
+    runs its command through AnsibleModule.run_command, which now and then waits a second, see
+    plugins/module_utils/_run.py; the collection's modules do not)."""
     tasks = {
-        "node module": "ansible.builtin.command: {cmd: 'true'}\n      changed_when: false",
-        "local module": "ansible.builtin.command: {cmd: 'true'}\n      changed_when: false\n      delegate_to: localhost",
+        "node module": "ansible.builtin.ping:",
+        "local module": "ansible.builtin.ping:\n      delegate_to: localhost",
         "controller only": "ansible.builtin.set_fact: {bench_shape: 1}",
         "skipped": "ansible.builtin.debug: {msg: never}\n      when: false",
     }
@@ -182,8 +189,10 @@ def measure(figures: dict[str, object]) -> dict[str, object]:
         curve[count] = _median(ONBOARD, _nodes(count))
     SHAPE_PLAY.parent.mkdir(parents=True, exist_ok=True)
     SHAPE_PLAY.write_text(shape_playbook(curve[1].shape))
+    MODULES_PLAY.write_text(shape_playbook({kind: curve[1].shape.get(kind, 0) for kind in MODULE_KINDS}))
     for count in SHAPE_CURVE:
         figures[f"shape_{count}_nodes"] = _attempted(str(SHAPE_PLAY), _nodes(count))
+        figures[f"modules_{count}_nodes"] = _attempted(str(MODULES_PLAY), _nodes(count))
     fleet = _nodes(4)
     figures["check_4_nodes"] = _attempted(str(REPO / "playbooks" / "check.yml"), fleet)
     figures["preflight_api_4_nodes"] = _attempted(str(PLAYBOOKS / "preflight_api.yml"), fleet)
@@ -238,6 +247,8 @@ OPTIONAL_ROWS = [
      "rerun_1_node", "shape_1_nodes"),
     ("A play of the re-run's shape that does nothing: 4 nodes vs 1", "shape_4_nodes", "shape_1_nodes"),
     ("A play of the re-run's shape that does nothing: 8 nodes vs 1", "shape_8_nodes", "shape_1_nodes"),
+    ("A play of the re-run's module calls alone that does nothing: 4 nodes vs 1", "modules_4_nodes", "modules_1_nodes"),
+    ("A play of the re-run's module calls alone that does nothing: 8 nodes vs 1", "modules_8_nodes", "modules_1_nodes"),
     ("Idempotent re-run of onboard.yml with Mitogen's strategy: 4 onboarded nodes vs 1",
      "rerun_4_nodes_mitogen", "rerun_1_node_mitogen"),
     ("Idempotent re-run of onboard.yml with Mitogen's strategy: 8 onboarded nodes vs 1",
@@ -311,6 +322,33 @@ def _cpu_bound(curve: dict[int, Profile], cores: int) -> list[str]:
     return lines
 
 
+def without_other_tasks(figures: dict) -> dict[int, float]:
+    """The re-run at each of SHAPE_CURVE's sizes less what its controller-only and skipped tasks cost Ansible (the
+    play of its shape less the play of its module calls alone), by node count; empty where one was not measured."""
+    keys = [key for count in SHAPE_CURVE for key in (f"shape_{count}_nodes", f"modules_{count}_nodes")]
+    if not _measured(figures, *keys):
+        return {}
+    return {count: figures["curve"][count].seconds
+            - (figures[f"shape_{count}_nodes"].seconds - figures[f"modules_{count}_nodes"].seconds)
+            for count in SHAPE_CURVE}
+
+
+def _restructure_bound(figures: dict) -> list[str]:
+    estimate = without_other_tasks(figures)
+    if not estimate:
+        return []
+    first = SHAPE_CURVE[0]
+    lines = ["What a restructure of the roles could reach at most: the re-run as if every controller-only and skipped",
+             "task were free (each role's decisions made inside its modules, the same module calls kept), estimated as",
+             "the re-run less the play of its shape plus the play of its module calls alone (both do nothing):", "",
+             "| nodes | re-run (s) | play of its shape (s) | its module calls alone (s) | the re-run less its other tasks (s) "
+             "| that / its 1-node figure |", "|---|---|---|---|---|---|"]
+    lines += [f"| {count} | {figures['curve'][count].seconds:.1f} | {figures[f'shape_{count}_nodes'].seconds:.1f} "
+              f"| {figures[f'modules_{count}_nodes'].seconds:.1f} | {estimate[count]:.1f} "
+              f"| {estimate[count] / estimate[first]:.2f} |" for count in SHAPE_CURVE]
+    return lines + [""]
+
+
 def plot(curve: dict[int, Profile], path: Path) -> None:
     """The scaling curve: wall time and cost per node, and the per-role split, at each fleet size."""
     import matplotlib
@@ -381,9 +419,10 @@ def render(figures: dict) -> str:
         "",
         "The shape of the re-run (the first node's tasks by kind): "
         + ", ".join(f"{count} {kind}" for kind, count in one.shape.items())
-        + ". The play of that shape that does nothing runs `true` for each module, `set_fact` for each controller-only"
-        " task and a `when: false` task for each skipped one.",
+        + ". The play of that shape that does nothing runs ping for each module, `set_fact` for each controller-only"
+        " task and a `when: false` task for each skipped one; the play of its module calls alone has only the pings.",
         "",
+        *_restructure_bound(figures),
         f"On 1 node the re-run runs {one.tasks} tasks; over the one-task play that is "
         f"{per_task:.2f} s per task. The slowest tasks of the 1-node re-run:",
         "",
@@ -412,6 +451,8 @@ def render(figures: dict) -> str:
         "  containerd), the lab's control plane, and the rest. In the lab the nodes share the controller's cores; on",
         "  a real fleet a node's part runs on the node. The play of the re-run's shape that does nothing is the least",
         "  Ansible costs for as many tasks of each kind: its ratios are the scaling a run of this shape can reach here.",
+        "  The re-run less its other tasks (under Scaling) assumes that the costs add up, as they do where every",
+        "  host's tasks share the same cores: it is an estimate, not a run.",
         "- Pipelining pipes a module into the target's Python instead of copying it as a file, running it and",
         "  removing it, so each task costs one exec into the node rather than several. ansible.cfg turns it on",
         "  for every connection and inventories/example sets it for real fleets; every other figure runs with it.",

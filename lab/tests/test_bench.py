@@ -84,7 +84,24 @@ def _figures(rerun_8: float) -> dict:
         "rerun_1_node_no_pipelining": Profile(14.0), "rerun_1_node_mitogen": "ERROR! not supported",
         **{name: Profile(2.0) for name in ["upgrade_noop_4_nodes", "preflight_module", "preflight_shell",
                                            "check_4_nodes", "preflight_api_4_nodes"]},
+        **{f"shape_{count}_nodes": Profile(5.0 * count) for count in bench.SHAPE_CURVE},
+        **{f"modules_{count}_nodes": Profile(2.0 * count) for count in bench.SHAPE_CURVE},
     }
+
+
+def test_the_re_run_less_its_other_tasks_takes_off_what_they_cost_the_play_of_its_shape() -> None:
+    figures = _figures(40.0)
+    # 1 node: 11 - (5 - 2); 4 nodes: 14 - (20 - 8); 8 nodes: 40 - (40 - 16)
+    assert bench.without_other_tasks(figures) == {1: 8.0, 4: 2.0, 8: 16.0}
+    text = bench.render(figures)
+    assert "| 8 | 40.0 | 40.0 | 16.0 | 16.0 | 2.00 |" in text
+    assert "| A play of the re-run's module calls alone that does nothing: 4 nodes vs 1 | 8.0 | 2.0 | 4.00 |" in text
+
+
+def test_no_estimate_without_both_plays_at_every_size() -> None:
+    figures = dict(_figures(40.0), modules_4_nodes="modules.yml -l bench-1 failed (exit 2): bench-1: t: boom")
+    assert bench.without_other_tasks(figures) == {}
+    assert "the re-run less its other tasks (s)" not in bench.render(figures)
 
 
 @pytest.mark.parametrize("rerun_8, met", [(22.0, "yes"), (40.0, "no")])
