@@ -89,18 +89,18 @@ def _figures(rerun_8: float) -> dict:
     }
 
 
-def test_the_re_run_less_its_other_tasks_takes_off_what_they_cost_the_play_of_its_shape() -> None:
+def test_the_estimates_take_off_what_the_plays_that_do_nothing_cost() -> None:
     figures = _figures(40.0)
-    # 1 node: 11 - (5 - 2); 4 nodes: 14 - (20 - 8); 8 nodes: 40 - (40 - 16)
-    assert bench.without_other_tasks(figures) == {1: 8.0, 4: 2.0, 8: 16.0}
+    # less the other tasks: 11 - (5 - 2), 14 - (20 - 8), 40 - (40 - 16); the work alone: 11 - 5 + 1, 14 - 20 + 1, 40 - 40 + 1
+    assert bench.restructure_estimates(figures) == {1: (8.0, 7.0), 4: (2.0, -5.0), 8: (16.0, 1.0)}
     text = bench.render(figures)
-    assert "| 8 | 40.0 | 40.0 | 16.0 | 16.0 | 2.00 |" in text
+    assert "| 8 | 40.0 | 40.0 | 16.0 | 16.0 | 2.00 | 1.0 | 0.14 |" in text
     assert "| A play of the re-run's module calls alone that does nothing: 4 nodes vs 1 | 8.0 | 2.0 | 4.00 |" in text
 
 
 def test_no_estimate_without_both_plays_at_every_size() -> None:
     figures = dict(_figures(40.0), modules_4_nodes="modules.yml -l bench-1 failed (exit 2): bench-1: t: boom")
-    assert bench.without_other_tasks(figures) == {}
+    assert bench.restructure_estimates(figures) == {}
     assert "the re-run less its other tasks (s)" not in bench.render(figures)
 
 
