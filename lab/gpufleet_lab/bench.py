@@ -10,6 +10,8 @@
 6. playbooks/upgrade_driver.yml on 4 up-to-date nodes (plan only: nothing to change) vs the
    idempotent re-run of onboard.yml on them.
 7. playbooks/check.yml on 4 healthy nodes vs the module's preflight plus one API read per node.
+8. Plays that do nothing, of the re-run's shape and of its module calls alone, at 1, 4 and 8 nodes: what
+   Ansible alone costs, and from them the most a restructure of the roles could reach.
 
 Every playbook runs with the json callback as its stdout, the floors included, so every figure pays the
 same reporting cost. Figures are wall-clock seconds on this machine, reported as ratios measured in one run;
