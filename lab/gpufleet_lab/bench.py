@@ -327,8 +327,8 @@ def _cpu_bound(curve: dict[int, Profile], cores: int) -> list[str]:
 def restructure_estimates(figures: dict) -> dict[int, tuple[float, float]]:
     """By node count (SHAPE_CURVE), two estimates of the re-run from the plays that do nothing, or nothing where one
     of them was not measured: less what its controller-only and skipped tasks cost Ansible (the play of its shape
-    less the play of its module calls alone); and its modules' own work alone (less the whole play of its shape,
-    plus the one-task play measured on 1 node: a run has to start)."""
+    less the play of its module calls alone); and the work its tasks do (less the whole play of its shape, plus the
+    one-task play measured on 1 node: a run has to start)."""
     keys = ["one_task_1_node"] + [key for count in SHAPE_CURVE for key in (f"shape_{count}_nodes", f"modules_{count}_nodes")]
     if not _measured(figures, *keys):
         return {}
@@ -344,13 +344,14 @@ def _restructure_bound(figures: dict) -> list[str]:
     if not estimates:
         return []
     modules, work = estimates[SHAPE_CURVE[0]]
-    lines = ["What a restructure of the roles could reach at most, estimated from the plays that do nothing: the re-run",
-             "less its other tasks (as if every controller-only and skipped task were free, each role's decisions made",
-             "inside its modules, the same module calls kept: the re-run less the play of its shape plus the play of",
-             "its module calls alone), and its modules' work alone (as if every task cost Ansible nothing: the re-run",
-             "less the play of its shape plus the one-task play on 1 node):", "",
+    lines = ["What a restructure of the roles could reach, estimated from the plays that do nothing: the re-run less its",
+             "other tasks (as if every controller-only and skipped task were free, each role's decisions made inside its",
+             "modules, the same module calls kept: the re-run less the play of its shape plus the play of its module",
+             "calls alone), and the work its tasks do (as if a task cost Ansible nothing but that work: the re-run less",
+             "the play of its shape plus the one-task play on 1 node; the work is the modules' reads on the node, the",
+             "API calls and the templating of the roles' decisions):", "",
              "| nodes | re-run (s) | play of its shape (s) | its module calls alone (s) | the re-run less its other tasks (s) "
-             "| that / 1 node | its modules' work alone (s) | that / 1 node |", "|---|---|---|---|---|---|---|---|"]
+             "| that / 1 node | the work its tasks do (s) | that / 1 node |", "|---|---|---|---|---|---|---|---|"]
     lines += [f"| {count} | {figures['curve'][count].seconds:.1f} | {figures[f'shape_{count}_nodes'].seconds:.1f} "
               f"| {figures[f'modules_{count}_nodes'].seconds:.1f} | {estimates[count][0]:.1f} | {estimates[count][0] / modules:.2f} "
               f"| {estimates[count][1]:.1f} | {estimates[count][1] / work:.2f} |" for count in SHAPE_CURVE]
