@@ -324,6 +324,22 @@ def _cpu_bound(curve: dict[int, Profile], cores: int) -> list[str]:
     return lines
 
 
+def _time_by_kind(figures: dict) -> list[str]:
+    """The 1-node re-run's task time by kind against the play of its shape's, where both were measured."""
+    rerun, shape = figures["curve"][1], figures.get("shape_1_nodes")
+    if not isinstance(shape, Profile) or not rerun.kind_seconds or not shape.kind_seconds:
+        return []
+    lines = ["Where the 1-node re-run's task time goes by kind of task, against the play of its shape that does nothing",
+             "(the difference is the work those tasks do: the modules' reads, the API calls, the templating of the",
+             "roles' decisions and conditions):", "",
+             "| kind | tasks | re-run (s) | play of its shape (s) | difference (s) |", "|---|---|---|---|---|"]
+    lines += [f"| {kind} | {rerun.shape.get(kind, 0)} | {rerun.kind_seconds.get(kind, 0.0):.1f} "
+              f"| {shape.kind_seconds.get(kind, 0.0):.1f} "
+              f"| {rerun.kind_seconds.get(kind, 0.0) - shape.kind_seconds.get(kind, 0.0):.1f} |"
+              for kind in bench_profile.SHAPE_KINDS]
+    return lines + [""]
+
+
 def restructure_estimates(figures: dict) -> dict[int, tuple[float, float]]:
     """By node count (SHAPE_CURVE), two estimates of the re-run from the plays that do nothing, or nothing where one
     of them was not measured: less what its controller-only and skipped tasks cost Ansible (the play of its shape
@@ -431,6 +447,7 @@ def render(figures: dict) -> str:
         + ". The play of that shape that does nothing runs ping for each module, `set_fact` for each controller-only"
         " task and a `when: false` task for each skipped one; the play of its module calls alone has only the pings.",
         "",
+        *_time_by_kind(figures),
         *_restructure_bound(figures),
         f"On 1 node the re-run runs {one.tasks} tasks; over the one-task play that is "
         f"{per_task:.2f} s per task. The slowest tasks of the 1-node re-run:",

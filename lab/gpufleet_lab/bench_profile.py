@@ -35,6 +35,8 @@ class Profile:
     cpu_parts: dict[str, float] = field(default_factory=dict)
     # What the first host's tasks were (SHAPE_KINDS): each task costs Ansible according to its kind
     shape: dict[str, int] = field(default_factory=dict)
+    # The time of those tasks by kind (each task from its start to its last host's result)
+    kind_seconds: dict[str, float] = field(default_factory=dict)
 
 
 CONTROLLER = "controller: Ansible, its local modules, the docker CLI"
@@ -83,17 +85,34 @@ def last_failure(report: dict) -> list[str]:
     return [text for entry, text in failures if entry == failures[-1][0]] if failures else []
 
 
-def shape_of(report: dict) -> dict[str, int]:
-    """How many tasks of each kind (SHAPE_KINDS) the report's first host ran."""
-    kinds: Counter[str] = Counter()
+def _first_host_tasks(report: dict) -> list[tuple[str, float | None]]:
+    """(kind, seconds or None where the task did not end) of each task the report's first host ran."""
+    tasks = []
     first_host = None
     for play in report.get("plays", []):
         for entry in play.get("tasks", []):
             hosts = entry.get("hosts", {})
             first_host = first_host or next(iter(hosts), None)
             if first_host in hosts:
-                kinds[_kind(hosts[first_host])] += 1
+                duration = entry["task"]["duration"]
+                seconds = ((_instant(duration["end"]) - _instant(duration["start"])).total_seconds()
+                           if "end" in duration else None)
+                tasks.append((_kind(hosts[first_host]), seconds))
+    return tasks
+
+
+def shape_of(report: dict) -> dict[str, int]:
+    """How many tasks of each kind (SHAPE_KINDS) the report's first host ran."""
+    kinds = Counter(kind for kind, _seconds in _first_host_tasks(report))
     return {kind: kinds[kind] for kind in SHAPE_KINDS}
+
+
+def time_by_kind(report: dict) -> dict[str, float]:
+    """The time of the first host's tasks by kind (SHAPE_KINDS)."""
+    seconds: dict[str, float] = defaultdict(float)
+    for kind, task_seconds in _first_host_tasks(report):
+        seconds[kind] += task_seconds or 0.0
+    return {kind: seconds[kind] for kind in SHAPE_KINDS}
 
 
 def _kind(result: dict) -> str:
@@ -110,7 +129,7 @@ def profile_of(seconds: float, report: dict, slowest: int = SLOWEST) -> Profile:
     for name, task_seconds in times:
         parts[part_of(name)] += task_seconds
     ranked = sorted(times, key=lambda item: -item[1])[:slowest]
-    return Profile(seconds, dict(parts), len(times), ranked, shape=shape_of(report))
+    return Profile(seconds, dict(parts), len(times), ranked, shape=shape_of(report), kind_seconds=time_by_kind(report))
 
 
 def profiled(run_playbook: Callable[[], str], is_node: Callable[[str], bool] = lambda _name: False) -> Profile:

@@ -176,6 +176,24 @@ def test_shape_counts_the_first_hosts_tasks_by_kind(report: dict) -> None:
         "node module": 2, "local module": 0, "controller only": 0, "skipped": 1}
 
 
+def test_time_by_kind_sums_the_first_hosts_tasks(report: dict) -> None:
+    seconds = bench_profile.profile_of(2.0, report).kind_seconds
+    assert seconds["node module"] >= 0.9  # the two commands: sleep 0.3 and sleep 0.6
+    assert seconds["local module"] == seconds["controller only"] == 0.0
+    assert 0.0 <= seconds["skipped"] < seconds["node module"]
+
+
+def test_the_time_by_kind_table_gives_what_the_re_run_adds_to_the_play_of_its_shape() -> None:
+    figures = _figures(40.0)
+    figures["curve"][1].shape = {"node module": 10, "local module": 3, "controller only": 47, "skipped": 43}
+    figures["curve"][1].kind_seconds = {"node module": 5.5, "local module": 1.7, "controller only": 3.3, "skipped": 1.9}
+    figures["shape_1_nodes"].kind_seconds = {"node module": 3.0, "local module": 1.0, "controller only": 1.0, "skipped": 0.4}
+    text = bench.render(figures)
+    assert "| controller only | 47 | 3.3 | 1.0 | 2.3 |" in text
+    assert "| skipped | 43 | 1.9 | 0.4 | 1.5 |" in text
+    assert "by kind of task" not in bench.render(_figures(40.0))  # not measured: no table
+
+
 @pytest.mark.parametrize("result, kind", [
     ({"action": "ansible.builtin.set_fact"}, "controller only"),
     ({"action": "assert"}, "controller only"),
