@@ -59,15 +59,20 @@ def _instant(stamp: str) -> datetime:
     return datetime.fromisoformat(stamp.replace("Z", "+00:00"))
 
 
+def _task_seconds(task: dict) -> float | None:
+    """A task's time from its start to its last host's result; None where it did not end."""
+    duration = task["duration"]
+    return (_instant(duration["end"]) - _instant(duration["start"])).total_seconds() if "end" in duration else None
+
+
 def task_times(report: dict) -> list[tuple[str, float]]:
     """(name, seconds) of every task that ran, in order, from one json callback report."""
     times = []
     for play in report.get("plays", []):
         for entry in play.get("tasks", []):
-            task = entry["task"]
-            duration = task["duration"]
-            if "end" in duration:
-                times.append((task["name"], (_instant(duration["end"]) - _instant(duration["start"])).total_seconds()))
+            seconds = _task_seconds(entry["task"])
+            if seconds is not None:
+                times.append((entry["task"]["name"], seconds))
     return times
 
 
@@ -94,10 +99,7 @@ def _first_host_tasks(report: dict) -> list[tuple[str, float | None]]:
             hosts = entry.get("hosts", {})
             first_host = first_host or next(iter(hosts), None)
             if first_host in hosts:
-                duration = entry["task"]["duration"]
-                seconds = ((_instant(duration["end"]) - _instant(duration["start"])).total_seconds()
-                           if "end" in duration else None)
-                tasks.append((_kind(hosts[first_host]), seconds))
+                tasks.append((_kind(hosts[first_host]), _task_seconds(entry["task"])))
     return tasks
 
 
