@@ -41,7 +41,9 @@ def _pod(ready_for: float | None = SETTLE + 60, image: str = IMAGE, sha: str = S
 # The pods of each case (made when the fixture renders them: the times are relative to then) and the verdict.
 CASES: dict[str, tuple[list[dict], bool]] = {
     "ready_long_enough": ([{}], True),
-    "ready_a_moment": ([{"ready_for": 0}], False),
+    # Ready from "now" as the fixture made it; a minute ahead, so that a slow render (a loaded machine can take longer
+    # than the settle time to start ansible-playbook) still reads a pod that has not been Ready long enough.
+    "ready_a_moment": ([{"ready_for": -60}], False),
     "ready_without_transition_time": ([{"transition": False}], True),
     "not_ready": ([{"ready_for": None}], False),
     "other_configuration": ([{"sha": "0000"}], False),
