@@ -118,6 +118,14 @@ def driver_upgrade_problems(settings):
     if 'reboot' in settings and settings.get('reboot') not in REBOOT_MODES:
         problems.append('upgrade_driver_reboot is %r: allowed values are %s' % (settings.get('reboot'), ', '.join(REBOOT_MODES)))
     now_problem = _now_problem(settings.get('now'))
+    if 'gpu_pod_removal' in settings and settings.get('gpu_pod_removal') not in GPU_POD_REMOVALS:
+        problems.append('upgrade_driver_gpu_pod_removal is %r: allowed values are %s (evict honours the PodDisruptionBudgets, '
+                        'delete does not)' % (settings.get('gpu_pod_removal'), ', '.join(GPU_POD_REMOVALS)))
+    command = settings.get('reboot_command', [])
+    if not (isinstance(command, list) and all(isinstance(word, str) and word for word in command)):
+        problems.append('upgrade_driver_reboot_command is %r: expected a list of words, the command and its arguments '
+                        '(for example [systemctl, reboot]), or [] for the default reboot; a string is not split'
+                        % (command,))
     if now_problem:
         problems.append(now_problem)
     return problems
