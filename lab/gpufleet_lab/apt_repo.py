@@ -2,20 +2,23 @@
 
 Used by the lab's package mirror (package_mirror.py: Debian layout, ``dists/<suite>/<component>/``) and the
 STAND-IN toolkit repository (tests/standins/build_toolkit_repo.py: NVIDIA's flat layout). Each is signed
-with a throwaway key made for it; the roles receive its public key as their repository key, as they would a
-real mirror's.
+with a throwaway key made for it; the roles receive its public key as their repository key, and its fingerprint
+as gpg reads it (``gpgkey.fingerprint`` beside the key) as the key's expected fingerprint, as they would a real
+mirror's.
 """
 from __future__ import annotations
 
 import email.utils
 import gzip
 import hashlib
+import os
 import shutil
 import tempfile
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Sequence
+from typing import Iterator, Sequence
 
-from gpufleet_lab.proc import run
+from gpufleet_lab.proc import LabError, run
 
 KEY_UID_FORMAT = "gpufleet test lab {what} (THROWAWAY TEST KEY) <lab@example.invalid>"
 
@@ -62,12 +65,22 @@ def gpg(home: Path, *args: str) -> str:
                 "--passphrase", "", *args], quiet=True).stdout
 
 
-def sign(release_dir: Path, key_out: Path, key_uid: str, also: Sequence[Path] = ()) -> None:
-    """Sign ``release_dir``/Release (and each of ``also``) with one fresh throwaway key: InRelease, Release.gpg
-    and the public key."""
+@contextmanager
+def gpg_home() -> Iterator[Path]:
+    """A private gpg home directory, its agent stopped and the directory removed afterwards."""
     home = Path(tempfile.mkdtemp(prefix="gpufleet-gnupg-"))
     try:
         home.chmod(0o700)
+        yield home
+    finally:
+        run(["gpgconf", "--homedir", str(home), "--kill", "all"], check=False, quiet=True)
+        shutil.rmtree(home, ignore_errors=True)
+
+
+def sign(release_dir: Path, key_out: Path, key_uid: str, also: Sequence[Path] = ()) -> None:
+    """Sign ``release_dir``/Release (and each of ``also``) with one fresh throwaway key: InRelease, Release.gpg,
+    the public key and its fingerprint file."""
+    with gpg_home() as home:
         gpg(home, "--quick-gen-key", key_uid, "rsa3072", "sign", "never")
         for directory in (release_dir, *also):
             release = directory / "Release"
@@ -75,9 +88,38 @@ def sign(release_dir: Path, key_out: Path, key_uid: str, also: Sequence[Path] = 
             gpg(home, "--armor", "--detach-sign", "--digest-algo", "SHA256", "--output", str(directory / "Release.gpg"),
                 str(release))
         key_out.write_text(gpg(home, "--armor", "--export"))
-    finally:
-        run(["gpgconf", "--homedir", str(home), "--kill", "all"], check=False, quiet=True)
-        shutil.rmtree(home, ignore_errors=True)
+    write_fingerprint(key_out)
+
+
+def primary_fingerprints(colons: str) -> list[str]:
+    """The primary keys' fingerprints in ``gpg --with-colons`` output (the ``fpr`` record after each ``pub``)."""
+    found, record = [], ""
+    for fields in (line.split(":") for line in colons.splitlines()):
+        if fields[0] in ("pub", "sub", "sec", "ssb"):
+            record = fields[0]
+        elif fields[0] == "fpr" and record == "pub":
+            found.append(fields[9])
+    return found
+
+
+def fingerprint_file(key: Path) -> Path:
+    return key.with_name(key.name + ".fingerprint")
+
+
+def write_fingerprint(key: Path) -> str:
+    """The fingerprint of the one primary key of the public key file ``key`` as gpg reads it, kept in
+    ``<key>.fingerprint`` (written when missing: a repository built before the file existed gets it too)."""
+    target = fingerprint_file(key)
+    if not target.is_file():
+        with gpg_home() as home:
+            found = primary_fingerprints(gpg(home, "--show-keys", "--with-colons", str(key)))
+        if len(found) != 1:
+            raise LabError(f"{key} holds {len(found)} primary keys; a lab repository is signed with one")
+        staged = target.with_name(f"{target.name}.{os.getpid()}")
+        staged.write_text(found[0] + "\n")
+        staged.chmod(0o644)
+        staged.replace(target)
+    return target.read_text().strip()
 
 
 def make_readable(root: Path) -> None:

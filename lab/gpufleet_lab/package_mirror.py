@@ -9,7 +9,8 @@ archive offered the day the mirror was built: the three newest driver versions (
 ``current``, ``newest``) and bookworm's containerd. ``.build/package-mirror`` points at the mirror in use.
 
 Lab nodes and scenario hosts mount it read-only at NODE_DIR, and the roles reach it through their documented
-mirror settings (``nvidia_driver_source: mirror``, ``containerd_nvidia_repo_*``): the air-gapped path.
+mirror settings (``nvidia_driver_source: mirror``, ``containerd_nvidia_repo_*``): the air-gapped path. The roles
+check its key against ``gpgkey.fingerprint``, gpg's reading of the key the mirror was signed with.
 """
 from __future__ import annotations
 
@@ -36,8 +37,8 @@ LINK = REPO_ROOT / ".build" / "package-mirror"
 NODE_DIR = "/srv/gpufleet-package-mirror"
 URL = f"file://{NODE_DIR}"
 SUITE = "gpufleet-lab"
-# apt refuses two sources of one URI and suite with different Signed-By values, and the driver role embeds its
-# key while containerd_nvidia names a keyring file: each role gets a suite of its own over the same pool.
+# apt refuses two sources of one URI and suite with different Signed-By values, and each role names a keyring file
+# of its own: each role gets a suite of its own over the same pool.
 CONTAINERD_SUITE = "gpufleet-lab-containerd"
 COMPONENT = "main"
 ARCH = "amd64"
@@ -221,6 +222,7 @@ def _build(target: Path, apt: ScratchApt, versions: dict) -> None:
 
 
 def _link(target: Path) -> Path:
+    apt_repo.write_fingerprint(target / "gpgkey")
     LINK.parent.mkdir(parents=True, exist_ok=True)
     staged = LINK.with_name(f"{LINK.name}.{os.getpid()}")
     staged.unlink(missing_ok=True)
@@ -272,6 +274,11 @@ def load_versions() -> dict:
 
 def public_key() -> str:
     return (require() / "gpgkey").read_text()
+
+
+def public_key_fingerprint() -> str:
+    """The mirror key's fingerprint as gpg reads it (``gpgkey.fingerprint``), the roles' expected fingerprint."""
+    return apt_repo.write_fingerprint(require() / "gpgkey")
 
 
 def docker_volume() -> list[str]:

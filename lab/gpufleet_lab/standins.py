@@ -13,6 +13,7 @@ import shutil
 import sys
 from pathlib import Path
 
+from gpufleet_lab import apt_repo
 from gpufleet_lab.common import REPO_ROOT
 from gpufleet_lab.proc import exclusive, log, run
 
@@ -34,11 +35,17 @@ def ensure_repository() -> Path:
             log("building the stand-in NVIDIA container toolkit repository")
             shutil.rmtree(out, ignore_errors=True)
             run([sys.executable, str(BUILDER), "--out", str(out), "--archive", str(out.with_suffix(".tar.gz"))])
+        apt_repo.write_fingerprint(out / "gpgkey")
     return out
 
 
 def public_key() -> str:
     return (ensure_repository() / "gpgkey").read_text()
+
+
+def public_key_fingerprint() -> str:
+    """The repository key's fingerprint as gpg read it when the repository was built (``gpgkey.fingerprint``)."""
+    return apt_repo.fingerprint_file(ensure_repository() / "gpgkey").read_text().strip()
 
 
 def install(container: str) -> None:

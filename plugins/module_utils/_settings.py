@@ -18,6 +18,8 @@ __metaclass__ = type
 import json
 import re
 
+from ansible_collections.gpufleet.node.plugins.module_utils import _openpgp
+
 URL = re.compile(r'^(https?|file)://[^\s]+$')
 SECURE_URL = re.compile(r'^(https|file)://[^\s]+$')
 LABEL_VALUE = re.compile(r'^(([A-Za-z0-9][-A-Za-z0-9_.]{0,61})?[A-Za-z0-9])?$')
@@ -124,6 +126,7 @@ def nvidia_driver(s, facts, context):
     out += _driver_source_problems(s)
     out += _driver_package_problems(s)
     out += _driver_mirror_problems(s)
+    out += _driver_key_problems(s)
     modules = s['nvidia_driver_modules_load']
     if 'nvidia-uvm' not in modules and 'nvidia_uvm' not in modules:
         out.append('nvidia_driver_modules_load is %s: it must contain nvidia-uvm. Without nvidia_uvm, nvidia-smi '
@@ -193,6 +196,16 @@ def _driver_mirror_problems(s):
             % ('set' if key else 'empty', _text(suites), _text(components))]
 
 
+def _driver_key_problems(s):
+    """The key of the cuda or mirror source: a URL given for it is https:// or file://, its fingerprint pinned."""
+    source = s['nvidia_driver_source']
+    if source not in ('cuda', 'mirror'):
+        return []
+    key_var = 'nvidia_driver_%s_signing_key' % source
+    return _openpgp.key_source_problems(key_var, _openpgp.key_url(s[key_var]), key_var + '_fingerprint',
+                                        s[key_var + '_fingerprint'])
+
+
 # --------------------------------------------------------------------------- container_toolkit
 
 
@@ -231,6 +244,8 @@ def _toolkit_repo_problems(s):
                    "container_toolkit_repo_key_content is set) must be http://, https:// or file:/ URLs without spaces; "
                    "got container_toolkit_repo_url='%s', container_toolkit_repo_key_url='%s'."
                    % (_text(s['container_toolkit_repo_url']), _text(s['container_toolkit_repo_key_url'])))
+    out += _openpgp.key_source_problems('container_toolkit_repo_key_url', '' if content else s['container_toolkit_repo_key_url'],
+                                        'container_toolkit_repo_key_fingerprint', s['container_toolkit_repo_key_fingerprint'])
     if content and not all(marker in content for marker in ARMORED_KEY):
         out.append('container_toolkit_repo_key_content must be an ASCII-armored PGP public key block '
                    '(-----BEGIN PGP PUBLIC KEY BLOCK----- ... -----END PGP PUBLIC KEY BLOCK-----), or "" to download '
@@ -339,6 +354,9 @@ def _containerd_config_problems(s):
         out.append("containerd_nvidia_repo_url must be an http(s):// or file:/ URL and containerd_nvidia_repo_key_content "
                    "an ASCII-armored PGP public key block (or \"\"); got containerd_nvidia_repo_url='%s'."
                    % _text(s['containerd_nvidia_repo_url']))
+    if s['containerd_nvidia_repo_enabled']:
+        out += _openpgp.key_source_problems('containerd_nvidia_repo_key_url', '' if content else s['containerd_nvidia_repo_key_url'],
+                                            'containerd_nvidia_repo_key_fingerprint', s['containerd_nvidia_repo_key_fingerprint'])
     return out
 
 

@@ -68,6 +68,14 @@ PLAYBOOK = '''
           primary: "{{ __nvidia_driver_primary_package }}"
           repository: "{{ __nvidia_driver_repository }}"
           problems: "{{ __nvidia_driver_resolve_problems }}"
+          # How repository_write.yml installs the source's key (gpufleet.node.apt_signing_key), and the source's Signed-By.
+          key:
+            keyring: "{{ __nvidia_driver_keyring }}"
+            content: "{{ __nvidia_driver_key_content | length > 0 }}"
+            url: "{{ __nvidia_driver_key_url if __nvidia_driver_keyring | length > 0 else '' }}"
+            fingerprint: "{{ __nvidia_driver_key_fingerprint }}"
+            setting: "{{ __nvidia_driver_key_setting }}"
+            signed_by: "{{ __nvidia_driver_keyring or __nvidia_driver_repository.signed_by | default('') }}"
           # The files the role writes through gpufleet.node._common's pin and hold, with the values it passes.
           preferences: "{{ lookup('ansible.builtin.template', common_dir ~ '/templates/apt-preferences.j2') }}"
           unattended: "{{ lookup('ansible.builtin.template', common_dir ~ '/templates/unattended-upgrades.j2') }}"
@@ -110,6 +118,14 @@ CASES: dict[str, tuple[dict, dict]] = {
                                      "nvidia_driver_mirror_url": "https://apt.example.internal/cuda/ubuntu2204/x86_64/",
                                      "nvidia_driver_mirror_suites": ["/"],
                                      "nvidia_driver_mirror_signing_key": "https://apt.example.internal/key.asc"}),
+    "bookworm_mirror_key_path": (BOOKWORM, {"nvidia_driver_source": "mirror", "nvidia_driver_mirror_url": "https://apt.example.internal/debian",
+                                            "nvidia_driver_mirror_suites": ["bookworm"], "nvidia_driver_mirror_components": ["non-free"],
+                                            "nvidia_driver_mirror_signing_key": "/usr/share/keyrings/site-mirror.gpg",
+                                            "nvidia_driver_mirror_signing_key_fingerprint": "1649 D3D8 AB5A BE3A 5805  84CE A531 F2DE 5D17 3542"}),
+    "bookworm_mirror_key_inline": (BOOKWORM, {"nvidia_driver_source": "mirror", "nvidia_driver_mirror_url": "file:///srv/mirror",
+                                              "nvidia_driver_mirror_suites": ["bookworm"], "nvidia_driver_mirror_components": ["non-free"],
+                                              "nvidia_driver_mirror_signing_key": (Path(__file__).parent / "plugins" / "filter" / "files"
+                                                                                   / "deb822-key.asc").read_text()}),
     "bookworm_backports_none": (BOOKWORM, {"nvidia_driver_version": "535.216.03", "nvidia_driver_kernel_module": "none"}),
     "bookworm_stable_dkms": (BOOKWORM, {}),
     "bookworm_unknown_version": (BOOKWORM, {"nvidia_driver_version": "535.230.02"}),
@@ -252,6 +268,36 @@ def test_mirror_of_the_cuda_repository(rendered: dict) -> None:
         "signed_by": "https://apt.example.internal/key.asc",
     }
     assert case["packages"]["nvidia-dkms-535"] == "535.261.03-0ubuntu1"
+
+
+CUDA_KEY_FINGERPRINT = "EB69 3B30 35CD 5710 E231 E123 A4B4 6996 3BF8 63CC"
+
+
+@pytest.mark.parametrize(("name", "expected"), [
+    # NVIDIA's key, downloaded from the repository, checked against the built-in fingerprint of key 3bf863cc
+    ("jammy_cuda_dkms", {"keyring": "/etc/apt/keyrings/gpufleet-nvidia-driver.asc", "content": False,
+                         "url": "https://developer.download.nvidia.com/compute/cuda/repos/ubuntu2204/x86_64/3bf863cc.pub",
+                         "fingerprint": CUDA_KEY_FINGERPRINT, "setting": "nvidia_driver_cuda_signing_key"}),
+    # a mirror's key: its fingerprint is the user's (empty here: the module refuses the key then)
+    ("jammy_mirror_of_cuda", {"keyring": "/etc/apt/keyrings/gpufleet-nvidia-driver.asc", "content": False,
+                              "url": "https://apt.example.internal/key.asc", "fingerprint": "",
+                              "setting": "nvidia_driver_mirror_signing_key"}),
+    # a path on the host is read as a file:// URL into the role's keyring, binary as the path's name says
+    ("bookworm_mirror_key_path", {"keyring": "/etc/apt/keyrings/gpufleet-nvidia-driver.gpg", "content": False,
+                                  "url": "file:///usr/share/keyrings/site-mirror.gpg",
+                                  "fingerprint": "1649 D3D8 AB5A BE3A 5805  84CE A531 F2DE 5D17 3542",
+                                  "setting": "nvidia_driver_mirror_signing_key"}),
+    # a key given inline is written to the keyring too, no longer embedded in the source
+    ("bookworm_mirror_key_inline", {"keyring": "/etc/apt/keyrings/gpufleet-nvidia-driver.asc", "content": True, "url": "",
+                                    "fingerprint": "", "setting": "nvidia_driver_mirror_signing_key"}),
+    # the distribution's archive keyring is the distribution's: nothing to check or write
+    ("bookworm_stable_dkms", {"keyring": "", "content": False, "url": "", "fingerprint": CUDA_KEY_FINGERPRINT,
+                              "setting": "nvidia_driver_cuda_signing_key",
+                              "signed_by": "/usr/share/keyrings/debian-archive-keyring.gpg"}),
+])
+def test_the_sources_key_is_checked_and_written_to_the_roles_keyring(rendered: dict, name: str, expected: dict) -> None:
+    key = rendered[name]["key"]
+    assert key == dict({"signed_by": expected["keyring"]}, **expected)
 
 
 def test_bookworm_backports_version_matches_the_archive(rendered: dict) -> None:

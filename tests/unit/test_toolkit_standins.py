@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from ansible_collections.gpufleet.node.plugins.module_utils import _openpgp
 from gpusim_helpers import build_profile, profile_data
 
 STANDINS = Path(__file__).resolve().parents[2] / "tests" / "standins"
@@ -101,6 +102,11 @@ def test_release_hashes_and_signature_verify(repo: Path, tmp_path: Path):
     tampered.write_text((repo / "amd64" / "InRelease").read_text().replace("Packages.gz", "Packages.xz"))
     bad = subprocess.run(["gpgv", "--keyring", str(keyring), str(tampered)], check=False, capture_output=True)
     assert bad.returncode != 0
+
+
+def test_the_fingerprint_file_is_the_keys_fingerprint(repo: Path):
+    fingerprint = (repo / "gpgkey.fingerprint").read_text()
+    assert fingerprint.endswith("\n") and _openpgp.fingerprints((repo / "gpgkey").read_text()) == [fingerprint.strip()]
 
 
 def test_standin_binaries_are_marked_and_versioned(repo: Path, tmp_path: Path):

@@ -98,17 +98,41 @@ def test_the_cuda_url_is_https_or_file(url, ok):
                                     % url])
 
 
+FINGERPRINT = 'EB69 3B30 35CD 5710 E231 E123 A4B4 6996 3BF8 63CC'
+MIRROR = {'nvidia_driver_source': 'mirror', 'nvidia_driver_mirror_url': 'http://mirror.example/debian',
+          'nvidia_driver_mirror_suites': ['bookworm'], 'nvidia_driver_mirror_components': ['non-free'],
+          'nvidia_driver_mirror_signing_key': 'https://mirror.example/key.asc',
+          'nvidia_driver_mirror_signing_key_fingerprint': FINGERPRINT}
+
+
 def test_a_mirror_may_be_served_over_http_since_apt_checks_its_signature():
-    assert problems_of('nvidia_driver', nvidia_driver_source='mirror', nvidia_driver_mirror_url='http://mirror.example/debian',
-                       nvidia_driver_mirror_suites=['bookworm'], nvidia_driver_mirror_components=['non-free'],
-                       nvidia_driver_mirror_signing_key='https://mirror.example/key.asc') == []
+    assert problems_of('nvidia_driver', **MIRROR) == []
+
+
+@pytest.mark.parametrize('changes, message', [
+    ({'nvidia_driver_mirror_signing_key': 'http://mirror.example/key.asc'},
+     "nvidia_driver_mirror_signing_key is 'http://mirror.example/key.asc': expected an https:// or file:// URL"),
+    ({'nvidia_driver_mirror_signing_key_fingerprint': ''}, "nvidia_driver_mirror_signing_key_fingerprint is '': expected"),
+    ({'nvidia_driver_mirror_signing_key_fingerprint': '3BF863CC'}, "nvidia_driver_mirror_signing_key_fingerprint is '3BF863CC'"),
+])
+def test_a_mirror_key_is_fetched_over_tls_and_pinned(changes, message):
+    assert one_problem('nvidia_driver', **dict(MIRROR, **changes)).startswith(message)
+
+
+def test_a_mirror_key_given_as_a_path_on_the_host_needs_only_its_fingerprint():
+    assert problems_of('nvidia_driver', **dict(MIRROR, nvidia_driver_mirror_signing_key='/srv/mirror/key.asc')) == []
+
+
+def test_the_cuda_key_is_pinned_by_default():
+    assert problems_of('nvidia_driver', nvidia_driver_source='cuda') == []
+    found = problems_of('nvidia_driver', nvidia_driver_source='cuda', nvidia_driver_cuda_signing_key_fingerprint='')
+    assert found == ["nvidia_driver_cuda_signing_key_fingerprint is '': expected " + found[0].split(': expected ', 1)[1]]
 
 
 def test_an_incomplete_mirror_names_what_is_missing():
-    message = one_problem('nvidia_driver', nvidia_driver_source='mirror', nvidia_driver_mirror_url='https://m.example/d',
-                          nvidia_driver_mirror_suites=[], nvidia_driver_mirror_signing_key='')
-    assert 'nvidia_driver_mirror_signing_key is empty' in message
-    assert 'nvidia_driver_mirror_suites is []' in message
+    found = problems_of('nvidia_driver', **dict(MIRROR, nvidia_driver_mirror_suites=[], nvidia_driver_mirror_signing_key=''))
+    assert 'nvidia_driver_mirror_signing_key is empty' in found[0]
+    assert 'nvidia_driver_mirror_suites is []' in found[0]
 
 
 @pytest.mark.parametrize('changes, words', [
@@ -182,11 +206,26 @@ def test_containerd_versions_without_revision_or_of_another_major_fail(version, 
     ({'containerd_nvidia_cri_settings': {'sandbox_image': 'pause:3.9'}}, ["got keys [\"sandbox_image\"]"]),
     ({'containerd_nvidia_config_extra': {'version': 2}}, ['must not set \'version\'', 'plugins."io.containerd.grpc.v1.cri".containerd']),
     ({'containerd_nvidia_restart_timeout': 2}, ['between 5 and 600 seconds; got 2']),
-    ({'containerd_nvidia_repo_enabled': True, 'containerd_nvidia_repo_url': 'ftp://m.example/d'}, ["got containerd_nvidia_repo_url='ftp://m.example/d'"]),
+    ({'containerd_nvidia_repo_enabled': True, 'containerd_nvidia_repo_url': 'ftp://m.example/d',
+      'containerd_nvidia_repo_key_fingerprint': '9DC8 5822 9FC7 DD38 854A E2D8 8D81 803C 0EBF CD88'},
+     ["got containerd_nvidia_repo_url='ftp://m.example/d'"]),
 ])
 def test_containerd_rules(changes, words):
     message = one_problem('containerd_nvidia', **changes)
     assert all(word in message for word in words), message
+
+
+def test_a_containerd_repository_needs_its_key_pinned():
+    found = problems_of('containerd_nvidia', containerd_nvidia_repo_enabled=True,
+                        containerd_nvidia_repo_key_url='http://download.docker.com/linux/debian/gpg')
+    assert [message.split(':')[0] for message in found] == [
+        "containerd_nvidia_repo_key_url is 'http", "containerd_nvidia_repo_key_fingerprint is ''"]
+
+
+def test_the_toolkit_key_url_is_https_or_file():
+    message = one_problem('container_toolkit', container_toolkit_repo_key_url='http://nvidia.github.io/libnvidia-container/gpgkey')
+    assert message.startswith("container_toolkit_repo_key_url is 'http://nvidia.github.io/libnvidia-container/gpgkey': "
+                              "expected an https:// or file:// URL")
 
 
 def test_containerd_2_keeps_its_runtimes_under_the_cri_runtime_plugin():

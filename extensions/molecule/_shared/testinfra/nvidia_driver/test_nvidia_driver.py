@@ -22,6 +22,7 @@ VERSIONS = yaml.safe_load((MIRROR / "versions.yml").read_text(encoding="utf-8"))
 DRIVER = VERSIONS["driver_packages"][VERSIONS["driver"][EXPECTED["driver"]]]
 PACKAGES: dict[str, str] = {name: DRIVER["package_versions"].get(name, DRIVER["package_version"]) for name in EXPECTED["packages"]}
 GONE_VERSIONS = [VERSIONS["driver"][role] for role in EXPECTED.get("gone_drivers", [])]
+KEYRING = "/etc/apt/keyrings/gpufleet-nvidia-driver.asc"
 ROLE_FILES = ("/etc/apt/preferences.d/gpufleet-nvidia-driver", "/etc/apt/apt.conf.d/51gpufleet-nvidia-driver",
               "/etc/modules-load.d/gpufleet-nvidia.conf", "/etc/modprobe.d/gpufleet-nvidia-blacklist-nouveau.conf")
 testinfra_hosts = ["ansible://all"]
@@ -82,13 +83,15 @@ def test_every_package_pinned_at_its_version_with_priority_1001_and_nothing_else
     assert len(re.findall(r"(?m)^Package:", text)) == len(PACKAGES)
 
 
-def test_source_is_the_mirror_as_deb822_with_its_key_embedded(host) -> None:
+def test_source_is_the_mirror_as_deb822_signed_by_the_roles_keyring_of_the_mirror_key(host) -> None:
     fields = _deb822_fields(host.file("/etc/apt/sources.list.d/gpufleet-nvidia-driver.sources").content_string)
     mirror = VERSIONS["mirror"]
-    assert {name: fields.get(name) for name in ("Types", "URIs", "Suites", "Components")} == {
-        "Types": "deb", "URIs": mirror["url"], "Suites": mirror["suite"], "Components": mirror["component"]}
-    key = (MIRROR / "gpgkey").read_text(encoding="utf-8")
-    assert fields["Signed-By"].replace("\n.\n", "\n\n").strip() == key.strip()
+    assert {name: fields.get(name) for name in ("Types", "URIs", "Suites", "Components", "Signed-By")} == {
+        "Types": "deb", "URIs": mirror["url"], "Suites": mirror["suite"], "Components": mirror["component"],
+        "Signed-By": KEYRING}
+    keyring = host.file(KEYRING)
+    assert (keyring.user, keyring.group, keyring.mode) == ("root", "root", 0o644)
+    assert keyring.content_string.strip() == (MIRROR / "gpgkey").read_text(encoding="utf-8").strip()
 
 
 def test_unattended_upgrades_blacklist_is_exactly_the_driver_packages(host) -> None:
