@@ -114,6 +114,11 @@ class LabSettings:
         return self.state_dir / "admin.kubeconfig"
 
     @property
+    def node_kubeconfig(self) -> Path:
+        """The playbooks' restricted identity (playbooks/access.yml writes it; the inventory points at it)."""
+        return self.state_dir / "gpufleet-node.kubeconfig"
+
+    @property
     def api_url(self) -> str:
         return f"https://127.0.0.1:{self.api_host_port}"
 

@@ -3,8 +3,9 @@
 Same shape as every inventory of the project: group ``gpu_nodes`` (the fleet) with child
 ``gpu_new`` (machines to onboard). It carries only what a lab needs on top of the roles'
 defaults: the docker connection, each node's kubelet root dir and simulated GPU profile, the
-lab's admin kubeconfig, the simulated device plugin image and the simulated GPU paths, and the
-package mirror's versions and the roles' mirror settings pointing at it (package_mirror.py).
+lab's kubeconfigs (the playbooks' restricted identity, the admin's for the tests), the simulated
+device plugin image and the simulated GPU paths, and the package mirror's versions and the
+roles' mirror settings pointing at it (package_mirror.py).
 """
 
 from __future__ import annotations
@@ -67,7 +68,7 @@ def render_group_vars(settings: LabSettings) -> dict[str, Any]:
         # Versions, pinned once for the lab's fleet: the driver and containerd from the lab's package mirror
         # (package_mirror.py: chosen from what Debian's archive offered when it was built), the toolkit from the
         # stand-in repository. The roles install from the mirror through their mirror settings.
-        **mirror_vars(package_mirror.load_versions(), package_mirror.public_key()),
+        **mirror_vars(package_mirror.load_versions(), package_mirror.public_key(), package_mirror.public_key_fingerprint()),
         "container_toolkit_version": "1.17.8-1",
         "containerd_nvidia_mode": "runtimeclass",
         "gpu_node_join_runtime_class": True,
@@ -88,14 +89,18 @@ def render_group_vars(settings: LabSettings) -> dict[str, Any]:
         # STAND-IN NVIDIA container toolkit repository, unpacked into every lab node.
         "container_toolkit_repo_url": standins.REPO_URL,
         "container_toolkit_repo_key_content": standins.public_key(),
+        "container_toolkit_repo_key_fingerprint": standins.public_key_fingerprint(),
         # containerd of a lab node: the imported pause image; runc cannot lower oom_score_adj
         # without CAP_SYS_RESOURCE; Debian's CNI plugins live in /usr/lib/cni.
         "containerd_nvidia_sandbox_image": f"docker.io/{kube_images.PAUSE_IMAGE}",
         "containerd_nvidia_cri_settings": {"restrict_oom_score_adj": True, "cni": {"bin_dir": "/usr/lib/cni"}},
         # The lab's kubelets use the cgroupfs driver; runc's cgroup driver must match the kubelet's.
         "containerd_nvidia_runc_options": {"SystemdCgroup": False},
-        # The controller talks to the lab API on the loopback port docker publishes.
-        "gpu_node_join_kubeconfig": str(settings.admin_kubeconfig),
+        # The controller talks to the lab API on the loopback port docker publishes. The playbooks run as the identity
+        # playbooks/access.yml made at `kube up` (access.py), with only the verbs they use; the tests' own reads and
+        # test objects use the admin's kubeconfig.
+        "gpu_node_join_kubeconfig": str(settings.node_kubeconfig),
+        "gpufleet_lab_admin_kubeconfig": str(settings.admin_kubeconfig),
         # SIMULATED device plugin image, imported into every lab node's containerd; like the real plugin
         # it sees GPUs only when the (STAND-IN) nvidia runtime injects them into its container.
         "gpu_node_join_device_plugin_registry": "docker.io",
@@ -106,8 +111,9 @@ def render_group_vars(settings: LabSettings) -> dict[str, Any]:
     }
 
 
-def mirror_vars(versions: dict[str, Any], key: str) -> dict[str, Any]:
-    """The roles' mirror settings and the fleet's versions from the package mirror's versions.yml."""
+def mirror_vars(versions: dict[str, Any], key: str, fingerprint: str) -> dict[str, Any]:
+    """The roles' mirror settings and the fleet's versions from the package mirror's versions.yml, its key and the
+    key's fingerprint as gpg read it."""
     packages = "gpufleet_lab_versions.driver_packages[nvidia_driver_version | string]"
     mirror = versions["mirror"]
     return {
@@ -121,12 +127,14 @@ def mirror_vars(versions: dict[str, Any], key: str) -> dict[str, Any]:
         "nvidia_driver_mirror_suites": [mirror["suite"]],
         "nvidia_driver_mirror_components": [mirror["component"]],
         "nvidia_driver_mirror_signing_key": key,
+        "nvidia_driver_mirror_signing_key_fingerprint": fingerprint,
         "containerd_nvidia_version": versions["containerd"]["version"],
         "containerd_nvidia_repo_enabled": True,
         "containerd_nvidia_repo_url": mirror["url"],
         "containerd_nvidia_repo_suite": mirror["containerd_suite"],
         "containerd_nvidia_repo_components": [mirror["component"]],
         "containerd_nvidia_repo_key_content": key,
+        "containerd_nvidia_repo_key_fingerprint": fingerprint,
     }
 
 

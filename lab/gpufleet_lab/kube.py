@@ -7,15 +7,17 @@ import shutil
 import time
 from pathlib import Path
 
-from gpufleet_lab import controlplane, inventory, sysctl
+from gpufleet_lab import access, controlplane, inventory, sysctl
 from gpufleet_lab.common import LabSettings, docker_exists
 from gpufleet_lab.proc import log, run
 from gpufleet_lab.node import lab_containers, load_specs, node_rm, other_labs
 
 
 def up() -> LabSettings:
-    """Start the control plane (idempotent)."""
-    return controlplane.up()
+    """Start the control plane and create the playbooks' restricted identity (idempotent)."""
+    settings = controlplane.up()
+    access.ensure(settings)
+    return settings
 
 
 def restore_kernel_parameters(labs_still_up: set[str], record_dir: Path = sysctl.MACHINE_DIR,

@@ -38,12 +38,17 @@ def test_group_vars_are_lab_overrides(monkeypatch) -> None:
     monkeypatch.setattr(inventory.standins, "public_key", lambda: "-----BEGIN PGP PUBLIC KEY BLOCK-----\n...\n")
     monkeypatch.setattr(inventory.package_mirror, "public_key", lambda: "-----BEGIN PGP PUBLIC KEY BLOCK-----\nm\n")
     monkeypatch.setattr(inventory.package_mirror, "load_versions", lambda: VERSIONS)
+    monkeypatch.setattr(inventory.standins, "public_key_fingerprint", lambda: "A" * 40)
+    monkeypatch.setattr(inventory.package_mirror, "public_key_fingerprint", lambda: "B" * 40)
     text = inventory.dump(inventory.render_group_vars(LabSettings()))
     assert text.splitlines()[2] == "---"
     data = yaml.safe_load(text)
     image = "{gpu_node_join_device_plugin_registry}/{gpu_node_join_device_plugin_image}:{gpu_node_join_device_plugin_version}"
     assert image.format(**data) == "docker.io/gpufleet-lab/device-plugin-sim:0.1.0"
-    assert data["gpu_node_join_kubeconfig"].endswith("/admin.kubeconfig")
+    # the playbooks run as the restricted identity of playbooks/access.yml; the tests' own API calls as the admin
+    assert data["gpu_node_join_kubeconfig"] == str(LabSettings().node_kubeconfig)
+    assert data["gpu_node_join_kubeconfig"].endswith("/gpufleet-node.kubeconfig")
+    assert data["gpufleet_lab_admin_kubeconfig"].endswith("/admin.kubeconfig")
     assert data["nvidia_driver_kernel_module"] == "none"
     assert data["container_toolkit_repo_url"].startswith("file:/")
     assert "BEGIN PGP PUBLIC KEY BLOCK" in data["container_toolkit_repo_key_content"]
@@ -53,6 +58,9 @@ def test_group_vars_are_lab_overrides(monkeypatch) -> None:
     assert data["nvidia_driver_source"] == "mirror"
     assert data["nvidia_driver_mirror_url"] == data["containerd_nvidia_repo_url"] == "file:///srv/gpufleet-package-mirror"
     assert data["nvidia_driver_mirror_signing_key"] == data["containerd_nvidia_repo_key_content"]
+    # each key's fingerprint as gpg read it when the lab made the key
+    assert data["container_toolkit_repo_key_fingerprint"] == "A" * 40
+    assert data["nvidia_driver_mirror_signing_key_fingerprint"] == data["containerd_nvidia_repo_key_fingerprint"] == "B" * 40
     # apt refuses one URI and suite with two Signed-By values: the roles' sources differ in suite
     assert data["nvidia_driver_mirror_suites"] == ["gpufleet-lab"]
     assert data["containerd_nvidia_repo_suite"] == "gpufleet-lab-containerd"

@@ -31,6 +31,7 @@ SHIPPED = (
     "MANIFEST.json", "FILES.json", "README.md", "CHANGELOG.md", "COPYING", "meta/runtime.yml", "requirements.yml",
     "requirements.txt", "bindep.txt", "execution-environment.yml", "changelogs/changelog.yaml",
     "plugins/modules/nvidia_gpu_check.py", "playbooks/onboard.yml", "playbooks/upgrade_driver.yml",
+    "playbooks/access.yml", "playbooks/templates/access_objects.yml.j2",
     "inventories/example/hosts.yml", "monitoring/gpufleet-gpu-alerts.rules.yml", "monitoring/gpufleet-gpu-alerts.prometheusrule.yml",
 )
 
@@ -91,7 +92,7 @@ def test_installed_with_every_declared_dependency(artifact: tuple[Path, Path], t
     assert installed == {"gpufleet.node"} | declared
 
 
-@pytest.mark.parametrize("playbook", ["gpufleet.node.onboard", "gpufleet.node.upgrade_driver"])
+@pytest.mark.parametrize("playbook", ["gpufleet.node.onboard", "gpufleet.node.upgrade_driver", "gpufleet.node.access"])
 def test_playbooks_resolve_from_the_installed_collection_alone(artifact: tuple[Path, Path], tmp_path: Path,
                                                                playbook: str) -> None:
     """Every role, module and filter the playbook names is found in the install (a missing one fails the check)."""
