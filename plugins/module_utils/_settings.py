@@ -382,8 +382,8 @@ def gpu_node_join(s, facts, context):
 def _taint_problems(s):
     out = []
     pool, onboarding = s['gpu_node_join_pool_taint'], s['gpu_node_join_onboarding_taint']
-    bad = ['%s=%s' % (name, _text(taint)) for name, taint in (('gpu_node_join_pool_taint', pool),
-                                                             ('gpu_node_join_onboarding_taint', onboarding))
+    taints = (('gpu_node_join_pool_taint', pool), ('gpu_node_join_onboarding_taint', onboarding))
+    bad = ['%s=%s' % (name, _text(taint)) for name, taint in taints
            if not (_matches(LABEL_KEY, taint.get('key')) and _matches(LABEL_VALUE, _text(taint.get('value', '')))
                    and taint.get('effect') in TAINT_EFFECTS)]
     if bad:

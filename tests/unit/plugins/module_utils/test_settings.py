@@ -116,11 +116,11 @@ def test_a_mirror_may_be_served_over_http_since_apt_checks_its_signature():
     ({'nvidia_driver_mirror_signing_key_fingerprint': '3BF863CC'}, "nvidia_driver_mirror_signing_key_fingerprint is '3BF863CC'"),
 ])
 def test_a_mirror_key_is_fetched_over_tls_and_pinned(changes, message):
-    assert one_problem('nvidia_driver', **dict(MIRROR, **changes)).startswith(message)
+    assert one_problem('nvidia_driver', **{**MIRROR, **changes}).startswith(message)
 
 
 def test_a_mirror_key_given_as_a_path_on_the_host_needs_only_its_fingerprint():
-    assert problems_of('nvidia_driver', **dict(MIRROR, nvidia_driver_mirror_signing_key='/srv/mirror/key.asc')) == []
+    assert problems_of('nvidia_driver', **{**MIRROR, 'nvidia_driver_mirror_signing_key': '/srv/mirror/key.asc'}) == []
 
 
 def test_the_cuda_key_is_pinned_by_default():
@@ -130,7 +130,7 @@ def test_the_cuda_key_is_pinned_by_default():
 
 
 def test_an_incomplete_mirror_names_what_is_missing():
-    found = problems_of('nvidia_driver', **dict(MIRROR, nvidia_driver_mirror_suites=[], nvidia_driver_mirror_signing_key=''))
+    found = problems_of('nvidia_driver', **{**MIRROR, 'nvidia_driver_mirror_suites': [], 'nvidia_driver_mirror_signing_key': ''})
     assert 'nvidia_driver_mirror_signing_key is empty' in found[0]
     assert 'nvidia_driver_mirror_suites is []' in found[0]
 
@@ -163,7 +163,8 @@ def test_an_unsupported_platform_is_named():
 @pytest.mark.parametrize('changes, words', [
     ({'container_toolkit_version': '1.17.8'}, ["got '1.17.8'", "like '1.17.8-1'"]),
     ({'container_toolkit_repo_key_content': 'not a key'}, ['must be an ASCII-armored PGP public key block', "starting with 'not a key'"]),
-    ({'container_toolkit_config': {'accept-nvidia-visible-devices-envvar-when-unprivileged': True}}, ['must not set accept-nvidia-visible-devices-envvar-when-unprivileged']),
+    ({'container_toolkit_config': {'accept-nvidia-visible-devices-envvar-when-unprivileged': True}},
+     ['must not set accept-nvidia-visible-devices-envvar-when-unprivileged']),
     ({'container_toolkit_config': {'nvidia-container-cli': {'root': None}}}, ['must not hold empty (null) values']),
     ({'container_toolkit_cdi_enabled': True, 'container_toolkit_cdi_spec_path': '/tmp/nvidia.yaml'}, ["got '/tmp/nvidia.yaml'"]),
     ({'container_toolkit_host_root': 'srv/host'}, ["container_toolkit_host_root must be an absolute path", "got 'srv/host'"]),
