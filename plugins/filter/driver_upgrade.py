@@ -24,6 +24,7 @@ from ansible.errors import AnsibleFilterError
 DAYS = ('mon', 'tue', 'wed', 'thu', 'fri', 'sat', 'sun')
 WINDOW_KEYS = ('days', 'start', 'end', 'timezone')
 REBOOT_MODES = ('on_failed_reload', 'always', 'never')
+GPU_POD_REMOVALS = ('evict', 'delete')
 _CLOCK = re.compile(r'^([01][0-9]|2[0-3]):([0-5][0-9])$')
 _PERCENT = re.compile(r'^([0-9]+)%$')
 
@@ -117,7 +118,6 @@ def driver_upgrade_problems(settings):
             problems.append('upgrade_driver_%s is %r: expected a whole number of seconds (1 or more)' % (name, settings[name]))
     if 'reboot' in settings and settings.get('reboot') not in REBOOT_MODES:
         problems.append('upgrade_driver_reboot is %r: allowed values are %s' % (settings.get('reboot'), ', '.join(REBOOT_MODES)))
-    now_problem = _now_problem(settings.get('now'))
     if 'gpu_pod_removal' in settings and settings.get('gpu_pod_removal') not in GPU_POD_REMOVALS:
         problems.append('upgrade_driver_gpu_pod_removal is %r: allowed values are %s (evict honours the PodDisruptionBudgets, '
                         'delete does not)' % (settings.get('gpu_pod_removal'), ', '.join(GPU_POD_REMOVALS)))
@@ -126,6 +126,7 @@ def driver_upgrade_problems(settings):
         problems.append('upgrade_driver_reboot_command is %r: expected a list of words, the command and its arguments '
                         '(for example [systemctl, reboot]), or [] for the default reboot; a string is not split'
                         % (command,))
+    now_problem = _now_problem(settings.get('now'))
     if now_problem:
         problems.append(now_problem)
     return problems

@@ -11,13 +11,14 @@ __metaclass__ = type
 DOCUMENTATION = r'''
 ---
 module: gpu_cluster_read
-short_description: Read the Nodes and the device plugin pods of a cluster in one API session
+short_description: Read the Nodes, the device plugin pods and the DaemonSets of a cluster in one API session
 version_added: 0.3.0
 description:
   - Lists every Node (or reads the Nodes named in O(node_names)) and the pods of one label selector in one
     namespace, in one module run and one API session, so that a fleet check or a run's summary reads the cluster
     once per play instead of once or twice per node.
-  - Returns the objects as the API serves them (the same fields as C(kubectl get -o json)). Read-only.
+  - Returns the objects as the API serves them (the same fields as C(kubectl get -o json)), DaemonSets reduced to what
+    tells whose they are. Read-only.
   - The kubeconfig is loaded by the kubernetes Python library (certificates, tokens, exec credential plugins, proxy).
 author:
   - gpufleet maintainers (@gpufleet)
@@ -54,6 +55,13 @@ options:
   pod_field_selector:
     description: Field selector of the pods besides O(pod_label_selector), for example V(spec.nodeName=gpu-1).
     type: str
+    version_added: 0.4.0
+  daemonsets:
+    description:
+      - Also list every DaemonSet of the cluster, in RV(daemonsets), so that a play can tell whose GPU software runs
+        there (another device plugin, NVIDIA's GPU Operator).
+    type: bool
+    default: false
     version_added: 0.4.0
   request_timeout:
     description: Seconds each API request may take.
@@ -98,83 +106,70 @@ pods:
   returned: success, when O(pod_label_selector) is given
   type: list
   elements: dict
+daemonsets:
+  description:
+    - Every DaemonSet of the cluster, with the fields that tell whose it is only, in the API's shape
+      (C(metadata.namespace), C(metadata.name), C(metadata.labels), C(metadata.ownerReferences),
+      C(spec.template.metadata.labels), C(spec.template.spec.nodeSelector), and the C(name) and C(image) of
+      C(spec.template.spec.containers) and C(initContainers)).
+  returned: success, when O(daemonsets) is true
+  type: list
+  elements: dict
+  version_added: 0.4.0
 '''
 
-import json
-import traceback
-
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
-from ansible.module_utils.six.moves.urllib.parse import quote, urlencode
-
-try:
-    import urllib3
-    from kubernetes import config
-    from kubernetes.client import Configuration
-    from kubernetes.config.config_exception import ConfigException
-except ImportError:
-    KUBERNETES_IMPORT_ERROR = traceback.format_exc()
-else:
-    KUBERNETES_IMPORT_ERROR = None
+from ansible.module_utils.six.moves.urllib.parse import quote
+from ansible_collections.gpufleet.node.plugins.module_utils._kube_api import (
+    KUBERNETES_IMPORT_ERROR,
+    SESSION_ERRORS,
+    ApiError,
+    get,
+    session,
+)
 
 
-class ApiReadError(Exception):
-    pass
-
-
-def _session(params):
-    """The kubeconfig's server, TLS settings and credentials, loaded by the kubernetes library.
-
-    The requests then go through urllib3 directly: the library's typed API classes cost seconds to import, and
-    the objects are returned as the API serves them anyway.
-    """
-    settings = Configuration()
-    config.load_kube_config(config_file=params['kubeconfig'], context=params['context'], client_configuration=settings)
-    tls = dict(cert_reqs='CERT_REQUIRED' if settings.verify_ssl else 'CERT_NONE', ca_certs=settings.ssl_ca_cert,
-               cert_file=settings.cert_file, key_file=settings.key_file)
-    pool = urllib3.ProxyManager(settings.proxy, **tls) if settings.proxy else urllib3.PoolManager(**tls)
-    headers = {'Accept': 'application/json'}
-    for auth in settings.auth_settings().values():
-        if auth.get('in') == 'header' and auth.get('value'):
-            headers[auth['key']] = auth['value']
-    return settings.host.rstrip('/'), pool, headers
-
-
-def _get(session, path, query, timeout, missing_ok=False):
-    """The object the API serves at path, or None for a missing one when missing_ok."""
-    host, pool, headers = session
-    url = host + path + ('?' + urlencode(query) if query else '')
-    response = pool.request('GET', url, headers=headers, timeout=timeout, retries=False)
-    if response.status == 404 and missing_ok:
-        return None
-    if response.status != 200:
-        raise ApiReadError('the API answered %s to GET %s: %s' % (response.status, path, response.data[:300].decode('utf-8', 'replace')))
-    return json.loads(response.data)
-
-
-def _named(session, path, names, timeout):
+def _named(api, path, names, timeout):
     """The objects under path of these names that the API knows."""
-    found = (_get(session, path + '/' + quote(name, safe=''), {}, timeout, missing_ok=True) for name in names)
+    found = (get(api, path + '/' + quote(name, safe=''), timeout, missing_ok=True) for name in names)
     return [item for item in found if item is not None]
 
 
-def _nodes(session, names, timeout):
+def _nodes(api, names, timeout):
     if names is None:
-        return _get(session, '/api/v1/nodes', {}, timeout)['items']
-    return _named(session, '/api/v1/nodes', names, timeout)
+        return get(api, '/api/v1/nodes', timeout)['items']
+    return _named(api, '/api/v1/nodes', names, timeout)
+
+
+def _daemonset_view(daemonset):
+    """What tells whose a DaemonSet is: its name, labels and owners, its pods' labels, node selector and images."""
+    metadata = daemonset.get('metadata') or {}
+    template = (daemonset.get('spec') or {}).get('template') or {}
+    pod_spec = template.get('spec') or {}
+    spec = dict((kind, [{'name': container.get('name'), 'image': container.get('image')} for container in pod_spec[kind]])
+                for kind in ('containers', 'initContainers') if kind in pod_spec)
+    if 'nodeSelector' in pod_spec:
+        spec['nodeSelector'] = pod_spec['nodeSelector']
+    return {
+        'metadata': dict((key, metadata[key]) for key in ('namespace', 'name', 'labels', 'ownerReferences') if key in metadata),
+        'spec': {'template': {'metadata': {'labels': (template.get('metadata') or {}).get('labels') or {}}, 'spec': spec}},
+    }
 
 
 def read_cluster(params):
-    session = _session(params)
+    api = session(params['kubeconfig'], params['context'])
     timeout = params['request_timeout']
-    result = {'nodes': _nodes(session, params['node_names'], timeout)}
+    result = {'nodes': _nodes(api, params['node_names'], timeout)}
     if params['namespace_names'] is not None:
-        result['namespaces'] = _named(session, '/api/v1/namespaces', params['namespace_names'], timeout)
+        result['namespaces'] = _named(api, '/api/v1/namespaces', params['namespace_names'], timeout)
     if params['pod_label_selector']:
         pods_path = '/api/v1/namespaces/%s/pods' % quote(params['pod_namespace'], safe='')
         query = {'labelSelector': params['pod_label_selector']}
         if params['pod_field_selector']:
             query['fieldSelector'] = params['pod_field_selector']
-        result['pods'] = _get(session, pods_path, query, timeout)['items']
+        result['pods'] = get(api, pods_path, timeout, query)['items']
+    if params['daemonsets']:
+        result['daemonsets'] = [_daemonset_view(item) for item in get(api, '/apis/apps/v1/daemonsets', timeout)['items']]
     return result
 
 
@@ -188,6 +183,7 @@ def run_module():
             pod_namespace=dict(type='str'),
             pod_label_selector=dict(type='str'),
             pod_field_selector=dict(type='str'),
+            daemonsets=dict(type='bool', default=False),
             request_timeout=dict(type='int', default=30),
         ),
         required_together=[('pod_namespace', 'pod_label_selector')],
@@ -198,9 +194,9 @@ def run_module():
         module.fail_json(msg=missing_required_lib('kubernetes'), exception=KUBERNETES_IMPORT_ERROR)
     try:
         result = read_cluster(module.params)
-    except ApiReadError as exc:
+    except ApiError as exc:
         module.fail_json(msg=str(exc))
-    except (ConfigException, urllib3.exceptions.HTTPError, IOError, OSError, ValueError) as exc:
+    except SESSION_ERRORS as exc:
         module.fail_json(msg='the API could not be read: %s' % exc)
     module.exit_json(changed=False, **result)
 

@@ -7,7 +7,7 @@ from ansible_collections.gpufleet.node.plugins.filter.driver_upgrade import (
     driver_upgrade_problems, driver_upgrade_window, evictable_pods, gpu_pods)
 
 GOOD = {'batch_size': 1, 'max_unavailable': '25%', 'window': {}, 'node_seconds': 900, 'drain_timeout': 300,
-        'drain_delay': 5, 'pod_deletion_timeout': 120, 'reboot': 'on_failed_reload', 'now': ''}
+        'drain_delay': 5, 'pod_deletion_timeout': 120, 'gpu_pod_removal': 'evict', 'reboot': 'on_failed_reload', 'now': ''}
 SATURDAY_NIGHT = {'days': ['sat'], 'start': '22:00', 'end': '04:00', 'timezone': 'Europe/Berlin'}
 
 
@@ -20,6 +20,10 @@ def test_every_filter_is_exported():
 @pytest.mark.parametrize('batch_size', [1, 3, '2', '1%', '100%', [1, '25%'], ['50%']])
 def test_good_settings_have_no_problem(batch_size):
     assert driver_upgrade_problems(dict(GOOD, batch_size=batch_size)) == []
+
+
+def test_gpu_pods_may_be_deleted_instead_of_evicted():
+    assert driver_upgrade_problems(dict(GOOD, gpu_pod_removal='delete')) == []
 
 
 @pytest.mark.parametrize('key, value, words', [
@@ -43,6 +47,9 @@ def test_good_settings_have_no_problem(batch_size):
     ('drain_timeout', 'soon', ["upgrade_driver_drain_timeout is 'soon'"]),
     ('drain_delay', 0, ['upgrade_driver_drain_delay is 0', 'seconds (1 or more)']),
     ('reboot', 'auto', ["upgrade_driver_reboot is 'auto'", 'on_failed_reload, always, never']),
+    ('gpu_pod_removal', 'drain', ["upgrade_driver_gpu_pod_removal is 'drain'", 'evict, delete', 'PodDisruptionBudgets']),
+    ('gpu_pod_removal', True, ['upgrade_driver_gpu_pod_removal is True', 'evict, delete']),
+    ('pod_deletion_timeout', 0, ['upgrade_driver_pod_deletion_timeout is 0', 'seconds (1 or more)']),
     ('now', 'tomorrow', ["upgrade_driver_now is 'tomorrow'", 'ISO 8601']),
     ('now', '2026-12-05T23:30:00', ['upgrade_driver_now', 'offset']),
 ])

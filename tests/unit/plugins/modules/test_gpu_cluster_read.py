@@ -16,6 +16,19 @@ TOKEN = "s3cret-token"
 NODES = {"kind": "NodeList", "items": [{"metadata": {"name": "gpu-1", "labels": {"node-role.kubernetes.io/gpu": "true"}}}]}
 NAMESPACE = {"kind": "Namespace", "metadata": {"name": "nvidia-device-plugin"}}
 PODS = {"kind": "PodList", "items": [{"metadata": {"name": "plugin-x"}, "spec": {"nodeName": "gpu-1"}}]}
+HELM_PLUGIN = {
+    "metadata": {"namespace": "kube-system", "name": "nvdp-nvidia-device-plugin", "uid": "1", "resourceVersion": "9",
+                 "labels": {"app.kubernetes.io/name": "nvidia-device-plugin", "app.kubernetes.io/managed-by": "Helm"},
+                 "annotations": {"deprecated.daemonset.template.generation": "1"}},
+    "spec": {"selector": {"matchLabels": {"app.kubernetes.io/name": "nvidia-device-plugin"}},
+             "template": {"metadata": {"labels": {"app.kubernetes.io/name": "nvidia-device-plugin"}},
+                          "spec": {"nodeSelector": {"nvidia.com/gpu.present": "true"},
+                                   "containers": [{"name": "nvidia-device-plugin-ctr", "image": "nvcr.io/nvidia/k8s-device-plugin:v0.17.1",
+                                                   "env": [{"name": "FAIL_ON_INIT_ERROR", "value": "false"}]}],
+                                   "volumes": [{"name": "device-plugin", "hostPath": {"path": "/var/lib/kubelet/device-plugins"}}]}}},
+    "status": {"numberReady": 3},
+}
+DAEMONSETS = {"kind": "DaemonSetList", "items": [HELM_PLUGIN]}
 
 
 class FakeApi(BaseHTTPRequestHandler):
@@ -32,6 +45,8 @@ class FakeApi(BaseHTTPRequestHandler):
             return self._answer(200, PODS)
         if self.path == "/api/v1/namespaces/nvidia-device-plugin":
             return self._answer(200, NAMESPACE)
+        if self.path == "/apis/apps/v1/daemonsets":
+            return self._answer(200, DAEMONSETS)
         if self.path == "/api/v1/nodes/gpu-1":
             return self._answer(200, NODES["items"][0])
         if self.path == "/api/v1/namespaces/nvidia-device-plugin/pods?labelSelector=app.kubernetes.io%2Fname%3Dnvidia-device-plugin":
@@ -125,6 +140,23 @@ def test_it_reads_the_named_namespaces_the_api_knows(tmp_path, api):
     assert not result.get("failed"), result.get("msg")
     assert result["namespaces"] == [NAMESPACE] and result["nodes"] == []
     assert [seen[0] for seen in FakeApi.seen] == ["/api/v1/namespaces/nvidia-device-plugin", "/api/v1/namespaces/absent"]
+
+
+def test_it_lists_every_daemonset_reduced_to_what_tells_whose_it_is(tmp_path, api):
+    server, ca = api
+    FakeApi.seen.clear()
+    result = run_module(gpu_cluster_read.main, {"kubeconfig": kubeconfig(tmp_path, server, ca), "node_names": [],
+                                                "daemonsets": True})
+    assert not result.get("failed"), result.get("msg")
+    assert result["daemonsets"] == [{
+        "metadata": {"namespace": "kube-system", "name": "nvdp-nvidia-device-plugin",
+                     "labels": {"app.kubernetes.io/name": "nvidia-device-plugin", "app.kubernetes.io/managed-by": "Helm"}},
+        "spec": {"template": {"metadata": {"labels": {"app.kubernetes.io/name": "nvidia-device-plugin"}},
+                              "spec": {"nodeSelector": {"nvidia.com/gpu.present": "true"},
+                                       "containers": [{"name": "nvidia-device-plugin-ctr",
+                                                       "image": "nvcr.io/nvidia/k8s-device-plugin:v0.17.1"}]}}},
+    }]
+    assert [seen[0] for seen in FakeApi.seen] == ["/apis/apps/v1/daemonsets"]
 
 
 def test_a_pod_namespace_without_a_selector_is_refused(tmp_path, api):
