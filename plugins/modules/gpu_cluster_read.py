@@ -22,16 +22,7 @@ description:
   - The kubeconfig is loaded by the kubernetes Python library (certificates, tokens, exec credential plugins, proxy).
 author:
   - gpufleet maintainers (@gpufleet)
-requirements:
-  - kubernetes (Python library)
 options:
-  kubeconfig:
-    description: Kubeconfig file. Its content is never logged.
-    type: path
-    required: true
-  context:
-    description: Context of the kubeconfig; its current context when not given.
-    type: str
   node_names:
     description:
       - The Nodes to read, by name. A Node the API does not know is left out of RV(nodes).
@@ -63,11 +54,8 @@ options:
     type: bool
     default: false
     version_added: 0.4.0
-  request_timeout:
-    description: Seconds each API request may take.
-    type: int
-    default: 30
 extends_documentation_fragment:
+  - gpufleet.node.kube_api
   - gpufleet.node.read_only
 '''
 

@@ -26,16 +26,7 @@ description:
     and it neither cordons the node nor refuses pods that no controller owns.
 author:
   - gpufleet maintainers (@gpufleet)
-requirements:
-  - kubernetes (Python library)
 options:
-  kubeconfig:
-    description: Kubeconfig file. Its content is never logged.
-    type: path
-    required: true
-  context:
-    description: Context of the kubeconfig; its current context when not given.
-    type: str
   pods:
     description:
       - The pods to remove. With O(pods[].uid), a pod of the same name and another uid (a StatefulSet's replacement) is
@@ -70,10 +61,8 @@ options:
     description: Seconds between two attempts at an eviction that a budget refused.
     type: int
     default: 5
-  request_timeout:
-    description: Seconds each API request may take.
-    type: int
-    default: 30
+extends_documentation_fragment:
+  - gpufleet.node.kube_api
 attributes:
   check_mode:
     support: full

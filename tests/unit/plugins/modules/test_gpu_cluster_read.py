@@ -1,15 +1,12 @@
 """gpufleet.node.gpu_cluster_read against a local HTTPS stand-in of the two API paths it reads."""
 from __future__ import annotations
 
-import json
-import ssl
 import subprocess
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from ansible_collections.gpufleet.node.plugins.modules import gpu_cluster_read
 
+from kube_api_stand_in import JsonHandler, serve_https, write_kubeconfig
 from module_runner import run_module
 
 TOKEN = "s3cret-token"
@@ -31,7 +28,7 @@ HELM_PLUGIN = {
 DAEMONSETS = {"kind": "DaemonSetList", "items": [HELM_PLUGIN]}
 
 
-class FakeApi(BaseHTTPRequestHandler):
+class FakeApi(JsonHandler):
     seen = []
 
     def do_GET(self):  # noqa: N802 (http.server's name)
@@ -53,44 +50,14 @@ class FakeApi(BaseHTTPRequestHandler):
             return self._answer(200, PODS)
         return self._answer(404, {"kind": "Status", "message": "not found"})
 
-    def _answer(self, status, body):
-        data = json.dumps(body).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, *args):
-        pass
-
 
 @pytest.fixture(scope="module")
 def api(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("api")
-    key, cert = folder / "tls.key", folder / "tls.crt"
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=127.0.0.1",
-                    "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(key), "-out", str(cert)],
-                   check=True, capture_output=True)
-    server = ThreadingHTTPServer(("127.0.0.1", 0), FakeApi)
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    context.load_cert_chain(str(cert), str(key))
-    server.socket = context.wrap_socket(server.socket, server_side=True)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield "https://127.0.0.1:%d" % server.server_address[1], cert
-    server.shutdown()
+    yield from serve_https(tmp_path_factory.mktemp("api"), FakeApi)
 
 
 def kubeconfig(tmp_path, server, ca, token=TOKEN):
-    path = tmp_path / "kubeconfig"
-    path.write_text(json.dumps({
-        "apiVersion": "v1", "kind": "Config", "current-context": "lab",
-        "clusters": [{"name": "lab", "cluster": {"server": server, "certificate-authority": str(ca)}}],
-        "users": [{"name": "admin", "user": {"token": token}}],
-        "contexts": [{"name": "lab", "context": {"cluster": "lab", "user": "admin"}}],
-    }))
-    return str(path)
+    return write_kubeconfig(tmp_path / "kubeconfig", server, ca, token)
 
 
 def run(args):

@@ -3,15 +3,12 @@
 from __future__ import annotations
 
 import json
-import ssl
-import subprocess
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
 from ansible_collections.gpufleet.node.plugins.modules import pods_remove
 
+from kube_api_stand_in import JsonHandler, serve_https, write_kubeconfig
 from module_runner import run_module
 
 TOKEN = "s3cret-token"
@@ -26,7 +23,7 @@ def _refusal(budget):
                                     "message": "The disruption budget %s needs 1 healthy pods and has 1 currently" % budget}]}}
 
 
-class FakeApi(BaseHTTPRequestHandler):
+class FakeApi(JsonHandler):
     eviction_version = "v1beta1"
     pods: dict = {}        # name -> uid of the pods that exist
     guarded: dict = {}     # name -> [budget, refusals left (None: always)]
@@ -80,32 +77,10 @@ class FakeApi(BaseHTTPRequestHandler):
         if name not in FakeApi.lingering:
             del FakeApi.pods[name]
 
-    def _answer(self, status, body):
-        data = json.dumps(body).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, *args):
-        pass
-
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("api")
-    key, cert = folder / "tls.key", folder / "tls.crt"
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=127.0.0.1",
-                    "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(key), "-out", str(cert)],
-                   check=True, capture_output=True)
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), FakeApi)
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    context.load_cert_chain(str(cert), str(key))
-    httpd.socket = context.wrap_socket(httpd.socket, server_side=True)
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    yield "https://127.0.0.1:%d" % httpd.server_address[1], cert
-    httpd.shutdown()
+    yield from serve_https(tmp_path_factory.mktemp("api"), FakeApi)
 
 
 @pytest.fixture
@@ -113,14 +88,7 @@ def api(server, tmp_path):
     """A kubeconfig for the stand-in, whose state starts empty in every test."""
     FakeApi.eviction_version, FakeApi.pods, FakeApi.guarded = "v1beta1", {}, {}
     FakeApi.lingering, FakeApi.broken, FakeApi.seen = set(), set(), []
-    path = tmp_path / "kubeconfig"
-    path.write_text(json.dumps({
-        "apiVersion": "v1", "kind": "Config", "current-context": "lab",
-        "clusters": [{"name": "lab", "cluster": {"server": server[0], "certificate-authority": str(server[1])}}],
-        "users": [{"name": "admin", "user": {"token": TOKEN}}],
-        "contexts": [{"name": "lab", "context": {"cluster": "lab", "user": "admin"}}],
-    }))
-    return str(path)
+    return write_kubeconfig(tmp_path / "kubeconfig", server[0], server[1], TOKEN)
 
 
 def run(kubeconfig, names, **args):
