@@ -47,6 +47,8 @@ def test_gpu_pods_may_be_deleted_instead_of_evicted():
     ('drain_timeout', 'soon', ["upgrade_driver_drain_timeout is 'soon'"]),
     ('drain_delay', 0, ['upgrade_driver_drain_delay is 0', 'seconds (1 or more)']),
     ('reboot', 'auto', ["upgrade_driver_reboot is 'auto'", 'on_failed_reload, always, never']),
+    ('reboot_command', 'systemctl reboot', ["upgrade_driver_reboot_command is 'systemctl reboot'", 'a string is not split']),
+    ('reboot_command', ['systemctl', ''], ["upgrade_driver_reboot_command is ['systemctl', '']", 'a list of words']),
     ('gpu_pod_removal', 'drain', ["upgrade_driver_gpu_pod_removal is 'drain'", 'evict, delete', 'PodDisruptionBudgets']),
     ('gpu_pod_removal', True, ['upgrade_driver_gpu_pod_removal is True', 'evict, delete']),
     ('pod_deletion_timeout', 0, ['upgrade_driver_pod_deletion_timeout is 0', 'seconds (1 or more)']),
@@ -219,3 +221,8 @@ def test_gpu_pods_are_the_active_ones_asking_for_nvidia_resources():
 
 def test_evictable_pods_leave_daemonsets_mirrors_and_finished_pods():
     assert [p['metadata']['name'] for p in evictable_pods(PODS)] == ['train', 'mig', 'init-gpu', 'web']
+
+
+@pytest.mark.parametrize('command', [[], ['systemctl', 'reboot'], ['/usr/local/sbin/site-reboot', '--now']])
+def test_a_reboot_command_is_a_list_of_words(command):
+    assert driver_upgrade_problems(dict(GOOD, reboot_command=command)) == []
