@@ -36,12 +36,11 @@ def role_options(role):
 
 
 def validate(role, given, facts, context):
-    """(problems, settings): the argument spec's errors, or else the rules' problems, and the converted settings."""
+    """The argument spec's errors, or else the problems the rules between the settings find."""
     result = ArgumentSpecValidator(role_options(role)).validate(given)
     if result.error_messages:
-        return ['%s: %s' % (role, message) for message in result.error_messages], result.validated_parameters
-    settings = _settings.as_given(result.validated_parameters, given)
-    return _settings.problems(role, settings, facts, context), settings
+        return ['%s: %s' % (role, message) for message in result.error_messages]
+    return _settings.problems(role, _settings.as_given(result.validated_parameters, given), facts, context)
 
 
 class ActionModule(ActionBase):
@@ -55,7 +54,7 @@ class ActionModule(ActionBase):
         options = role_options(args['role'])
         given = self._templar.template({name: task_vars[name] for name in options if name in task_vars})
         facts = self._templar.template(task_vars.get('ansible_facts', {}))
-        problems, _settings_used = validate(args['role'], given, facts, args['context'])
+        problems = validate(args['role'], given, facts, args['context'])
         result.update(changed=False, role=args['role'], problems=problems)
         if problems:
             result.update(failed=True, msg=' '.join(problems))

@@ -34,7 +34,7 @@ def defaults(role: str) -> dict:
 
 
 def problems_of(role: str, **changes) -> list[str]:
-    found, _settings_used = validate(role, dict(defaults(role), **changes), DEBIAN_12, CONTEXT[role])
+    found = validate(role, dict(defaults(role), **changes), DEBIAN_12, CONTEXT[role])
     return found
 
 
@@ -150,9 +150,9 @@ def test_driver_rules(changes, words):
 
 
 def test_an_unsupported_platform_is_named():
-    found, _used = validate('nvidia_driver', defaults('nvidia_driver'),
-                            dict(DEBIAN_12, distribution='CentOS', distribution_version='9', distribution_major_version='9',
-                                 architecture='ppc64le'), CONTEXT['nvidia_driver'])
+    found = validate('nvidia_driver', defaults('nvidia_driver'),
+                     dict(DEBIAN_12, distribution='CentOS', distribution_version='9', distribution_major_version='9',
+                          architecture='ppc64le'), CONTEXT['nvidia_driver'])
     assert found == ['nvidia_driver: CentOS 9 is not supported. Supported: Debian 12, 13 and Ubuntu 22.04, 24.04.',
                      'nvidia_driver: architecture ppc64le is not supported. Supported: x86_64, aarch64.']
 
@@ -175,9 +175,9 @@ def test_toolkit_rules(changes, words):
 
 
 def test_the_toolkit_names_an_unsupported_platform():
-    found, _used = validate('container_toolkit', defaults('container_toolkit'),
-                            dict(DEBIAN_12, distribution='Fedora', distribution_version='41'), {'platform_supported': False,
-                                                                                                'cdi_dirs': ['/etc/cdi']})
+    found = validate('container_toolkit', defaults('container_toolkit'),
+                     dict(DEBIAN_12, distribution='Fedora', distribution_version='41'),
+                     {'platform_supported': False, 'cdi_dirs': ['/etc/cdi']})
     assert found == ['container_toolkit supports Debian and Ubuntu (apt family); this host runs Fedora 41.']
 
 
