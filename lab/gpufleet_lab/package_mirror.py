@@ -8,6 +8,11 @@ is the versions it holds. Its ``versions.yml`` is the one place the test version
 archive offered the day the mirror was built: the three newest driver versions (``previous``,
 ``current``, ``newest``) and bookworm's containerd. ``.build/package-mirror`` points at the mirror in use.
 
+A second suite, FAULT_SUITE, holds one SIMULATED fault: Debian's own nvidia-modprobe of the newest driver,
+rebuilt at another version with a post-installation script that fails (as a DKMS build failing in
+nvidia-kernel-dkms's does). ``versions.yml``'s ``faults`` names it; a test adds the suite and pins that version
+to make apt and dpkg fail half-way through a driver change.
+
 Lab nodes and scenario hosts mount it read-only at NODE_DIR, and the roles reach it through their documented
 mirror settings (``nvidia_driver_source: mirror``, ``containerd_nvidia_repo_*``): the air-gapped path. The roles
 check its key against ``gpgkey.fingerprint``, gpg's reading of the key the mirror was signed with.
@@ -40,9 +45,13 @@ SUITE = "gpufleet-lab"
 # apt refuses two sources of one URI and suite with different Signed-By values, and each role names a keyring file
 # of its own: each role gets a suite of its own over the same pool.
 CONTAINERD_SUITE = "gpufleet-lab-containerd"
+FAULT_SUITE = "gpufleet-lab-faults"
+FAULT_PACKAGE = "nvidia-modprobe"
+FAULT_VERSION_SUFFIX = "+gpufleet.postinst.fails1"
+FAULT_COMPONENT_DIR = "faults"
 COMPONENT = "main"
 ARCH = "amd64"
-BUILDER_REVISION = 2
+BUILDER_REVISION = 3
 NODE_IMAGE = "gpufleet-lab/node:bookworm"
 KEY_UID = apt_repo.KEY_UID_FORMAT.format(what="package mirror")
 
@@ -119,6 +128,7 @@ def choose_versions(offers: dict[str, list[Offer]], built: str) -> dict:
     if not containerd:
         raise LabError(f"the archive's {RELEASE} suite has no {CONTAINERD}")
     roles = dict(zip(DRIVER_ROLES, sorted(packages, key=functools.cmp_to_key(compare_versions))))
+    fault_base = packages[roles["newest"]]["package_versions"][FAULT_PACKAGE]
     return {
         "built": built,
         "driver": roles,
@@ -126,6 +136,8 @@ def choose_versions(offers: dict[str, list[Offer]], built: str) -> dict:
         "driver_packages": packages,
         "containerd": {"version": containerd[0].version, "suite": RELEASE},
         "mirror": {"url": URL, "suite": SUITE, "containerd_suite": CONTAINERD_SUITE, "component": COMPONENT},
+        "faults": {"suite": FAULT_SUITE, "driver": roles["newest"], "fails": "postinst",
+                   "package_versions": {FAULT_PACKAGE: fault_base + FAULT_VERSION_SUFFIX}, "rebuilt_from": fault_base},
     }
 
 
@@ -192,10 +204,10 @@ def pins_of(versions: dict) -> list[list[str]]:
     return installs
 
 
-def _write_suite(root: Path, suite: str) -> Path:
-    """dists/<suite> indexing every package of the pool; the directory to sign."""
+def _write_suite(root: Path, suite: str, pool: str = COMPONENT) -> Path:
+    """dists/<suite> indexing every package of pool/<pool>; the directory to sign."""
     release_dir = root / "dists" / suite
-    debs = sorted((root / "pool" / COMPONENT).iterdir())
+    debs = sorted((root / "pool" / pool).iterdir())
     indexes = apt_repo.write_packages(release_dir / COMPONENT / f"binary-{ARCH}", debs, root)
     fields = {"Origin": "gpufleet test lab (package mirror of Debian's archive)", "Label": "gpufleet-package-mirror",
               "Suite": suite, "Codename": suite, "Architectures": ARCH, "Components": COMPONENT}
@@ -211,7 +223,9 @@ def _build(target: Path, apt: ScratchApt, versions: dict) -> None:
     wanted = sorted({pin for pins in pins_of(versions) for pin in apt.download_list(pins)})
     log(f"package mirror: downloading {len(wanted)} packages from the archive")
     apt.download(wanted, pool)
+    _add_fault_package(pool, partial / "pool" / FAULT_COMPONENT_DIR, versions["faults"])
     release_dirs = [_write_suite(partial, suite) for suite in (SUITE, CONTAINERD_SUITE)]
+    release_dirs.append(_write_suite(partial, FAULT_SUITE, FAULT_COMPONENT_DIR))
     apt_repo.sign(release_dirs[0], partial / "gpgkey", KEY_UID, also=release_dirs[1:])
     (partial / "versions.yml").write_text(
         "# The lab's test versions, chosen by lab/gpufleet_lab/package_mirror.py from what Debian's archive\n"
@@ -219,6 +233,35 @@ def _build(target: Path, apt: ScratchApt, versions: dict) -> None:
         + yaml.safe_dump(versions, sort_keys=False, default_flow_style=False))
     apt_repo.make_readable(partial)
     partial.rename(target)
+
+
+FAULT_POSTINST = """#!/bin/sh
+# SIMULATED fault of the gpufleet test lab: this package is Debian's, rebuilt with a post-installation script
+# that fails, as a DKMS module build failing in nvidia-kernel-dkms's postinst does.
+echo "gpufleet test lab: SIMULATED failure of $DPKG_MAINTSCRIPT_PACKAGE's postinst ($1)" >&2
+exit 1
+"""
+
+
+def _add_fault_package(pool: Path, into: Path, faults: dict) -> None:
+    """Rebuild the archive's FAULT_PACKAGE at the fault's version with a postinst that fails, into ``into``."""
+    (name, version), = faults["package_versions"].items()
+    wanted = f"{name}={faults['rebuilt_from']}"
+    source = next((deb for deb in pool.iterdir() if _pin_of_file_name(deb.name) == wanted), None)
+    if source is None:
+        raise LabError(f"package mirror: {wanted} is not in the pool; the fault package is rebuilt from it")
+    into.mkdir(parents=True)
+    with tempfile.TemporaryDirectory(prefix="gpufleet-fault-") as scratch:
+        tree = Path(scratch) / "tree"
+        run(["dpkg-deb", "-R", str(source), str(tree)], quiet=True)
+        control = tree / "DEBIAN" / "control"
+        control.write_text("".join(f"Version: {version}\n" if line.startswith("Version:") else line
+                                   for line in control.read_text().splitlines(keepends=True)))
+        postinst = tree / "DEBIAN" / "postinst"
+        postinst.write_text(FAULT_POSTINST)
+        postinst.chmod(0o755)
+        run(["dpkg-deb", "--root-owner-group", "-b", str(tree),
+             str(into / f"{name}_{version.replace(':', '%3a')}_{ARCH}.deb")], quiet=True)
 
 
 def _link(target: Path) -> Path:

@@ -1,6 +1,9 @@
 """The package mirror's choice of test versions, from `apt-cache madison` output read off Debian's archive."""
 from __future__ import annotations
 
+import subprocess
+from pathlib import Path
+
 import pytest
 
 from gpufleet_lab import package_mirror
@@ -90,3 +93,48 @@ def test_every_install_pins_the_role_catalog_at_one_version() -> None:
     assert installs[-1] == ["containerd=1.6.20~ds1-1+deb12u3"]
     previous = next(pins for pins in installs if "nvidia-smi=535.216.03-2~bpo12+1" in pins)
     assert "libcuda1=535.216.03-2~bpo12+1" in previous and "nvidia-persistenced=535.171.04-1~deb12u1" in previous
+
+
+def test_the_fault_is_the_newest_drivers_nvidia_modprobe_at_a_version_of_its_own() -> None:
+    faults = package_mirror.choose_versions(offers(), "2026-12-02")["faults"]
+    assert faults == {"suite": "gpufleet-lab-faults", "driver": "535.309.01", "fails": "postinst",
+                      "package_versions": {"nvidia-modprobe": "535.309.01-0+deb12u1+gpufleet.postinst.fails1"},
+                      "rebuilt_from": "535.309.01-0+deb12u1"}
+
+
+def _deb(tmp_path: Path, name: str, version: str) -> Path:
+    """A minimal real .deb built with dpkg-deb, named as apt-get download names it."""
+    tree = tmp_path / "src" / name
+    (tree / "DEBIAN").mkdir(parents=True)
+    (tree / "usr" / "bin").mkdir(parents=True)
+    (tree / "usr" / "bin" / name).write_text("#!/bin/sh\n")
+    (tree / "DEBIAN" / "control").write_text(
+        f"Package: {name}\nVersion: {version}\nArchitecture: amd64\nMaintainer: lab <lab@example.invalid>\n"
+        f"Description: test package\n")
+    pool = tmp_path / "pool"
+    pool.mkdir(exist_ok=True)
+    deb = pool / f"{name}_{version}_amd64.deb"
+    subprocess.run(["dpkg-deb", "--root-owner-group", "-b", str(tree), str(deb)], check=True, capture_output=True)
+    return deb
+
+
+def test_the_fault_package_is_the_archives_with_a_failing_postinst(tmp_path: Path) -> None:
+    _deb(tmp_path, "nvidia-modprobe", "535.309.01-0+deb12u1")
+    faults = package_mirror.choose_versions(offers(), "2026-12-02")["faults"]
+    package_mirror._add_fault_package(tmp_path / "pool", tmp_path / "faults", faults)  # pylint: disable=protected-access
+    (built,) = (tmp_path / "faults").iterdir()
+    fields = subprocess.run(["dpkg-deb", "--field", str(built), "Package", "Version"], check=True,
+                            capture_output=True, text=True).stdout
+    assert fields.splitlines() == ["Package: nvidia-modprobe", "Version: 535.309.01-0+deb12u1+gpufleet.postinst.fails1"]
+    postinst = subprocess.run(["dpkg-deb", "--info", str(built), "postinst"], check=True, capture_output=True,
+                              text=True).stdout
+    assert "SIMULATED" in postinst and postinst.rstrip().endswith("exit 1")
+    assert package_mirror._pin_of_file_name(built.name) == (  # pylint: disable=protected-access
+        "nvidia-modprobe=535.309.01-0+deb12u1+gpufleet.postinst.fails1")
+
+
+def test_a_fault_package_missing_from_the_pool_is_a_clear_error(tmp_path: Path) -> None:
+    _deb(tmp_path, "nvidia-modprobe", "535.161.07-1~deb12u1")
+    faults = package_mirror.choose_versions(offers(), "2026-12-02")["faults"]
+    with pytest.raises(LabError, match="nvidia-modprobe=535.309.01-0[+]deb12u1 is not in the pool"):
+        package_mirror._add_fault_package(tmp_path / "pool", tmp_path / "faults", faults)  # pylint: disable=protected-access
