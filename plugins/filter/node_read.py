@@ -40,6 +40,42 @@ def held_packages(packages):
     return sorted(name for name, entry in (packages or {}).items() if entry.get('want') == 'hold')
 
 
+def apt_failure(result):
+    """What a failed apt or dpkg run (an ansible.builtin.apt result) says went wrong, in one line: each of dpkg's
+    "error processing" messages with the line before it (a maintainer script's own message), then apt's ``E:`` lines;
+    the result's ``msg`` when it has neither."""
+    result = result or {}
+    stdout = (result.get('stdout') or '').splitlines()
+    picked = []
+    for index, line in enumerate(stdout):
+        if line.startswith('dpkg: error'):
+            picked += stdout[max(index - 1, 0):index + 2]
+    picked += [line for line in (result.get('stderr') or '').splitlines() if line.startswith('E: ')]
+    unique = []
+    for line in (line.strip() for line in picked):
+        if line and line not in unique:
+            unique.append(line)
+    return ' '.join(unique) or str(result.get('msg') or 'no message')
+
+
+def dpkg_audit(output):
+    """The packages ``dpkg --audit`` lists (each as `` name  description`` under its paragraph), in its order."""
+    return [line.split()[0] for line in (output or '').splitlines() if line.startswith(' ') and line.strip()]
+
+
+def proc_modules(content):
+    """The module names of a /proc/modules text, in its order."""
+    return [line.split()[0] for line in (content or '').splitlines() if line.strip()]
+
+
+def modules_lost(before, after, unload_order):
+    """The modules of ``unload_order`` loaded in ``before`` and gone in ``after`` (two /proc/modules texts), in the order
+    to load them again (the reverse of ``unload_order``, nvidia before its users): what an unload that stopped
+    half-way took."""
+    gone = set(proc_modules(before)) - set(proc_modules(after))
+    return [name for name in reversed(unload_order) if name in gone]
+
+
 def _octal(mode):
     return int(str(mode), 8)
 
@@ -82,4 +118,5 @@ class FilterModule(object):
         return {
             'installed_versions': installed_versions, 'packages_at': packages_at, 'held_packages': held_packages,
             'file_in_place': file_in_place, 'dir_in_place': dir_in_place, 'systemctl_show': systemctl_show,
+            'modules_lost': modules_lost, 'apt_failure': apt_failure, 'dpkg_audit': dpkg_audit,
         }

@@ -43,7 +43,7 @@ CALLS = common_calls()
 def test_every_install_role_calls_common() -> None:
     roles = {where.split("/")[1] for where, _task in CALLS}
     assert roles == {"nvidia_driver", "container_toolkit", "containerd_nvidia"}
-    assert len(CALLS) == 12
+    assert len(CALLS) == 15
 
 
 @pytest.mark.parametrize(("where", "task"), CALLS, ids=[where for where, _task in CALLS])

@@ -1,5 +1,5 @@
 """Filters over gpu_node_read results: installed_versions, packages_at, held_packages, file_in_place, dir_in_place,
-systemctl_show."""
+systemctl_show, modules_lost, apt_failure, dpkg_audit."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from ansible_collections.gpufleet.node.plugins.filter.node_read import (
-    FilterModule, dir_in_place, file_in_place, held_packages, installed_versions, packages_at, systemctl_show,
+    FilterModule, apt_failure, dir_in_place, dpkg_audit, file_in_place, held_packages, installed_versions, modules_lost,
+    packages_at, proc_modules, systemctl_show,
 )
 
 
@@ -117,15 +118,16 @@ def test_filters_are_registered() -> None:
     filters = FilterModule().filters()
     assert filters == {"installed_versions": installed_versions, "packages_at": packages_at,
                        "held_packages": held_packages, "file_in_place": file_in_place, "dir_in_place": dir_in_place,
-                       "systemctl_show": systemctl_show}
+                       "systemctl_show": systemctl_show, "modules_lost": modules_lost,
+                       "apt_failure": apt_failure, "dpkg_audit": dpkg_audit}
 
 
-# `systemctl show` on a lab node (a systemd container): the driver's clients and containerd, one block per unit.
-SYSTEMCTL_FILES = Path(__file__).parent / "files"
+# Outputs captured on lab nodes (systemd containers); `systemctl show`: the driver's clients and containerd, one block per unit.
+FILES = Path(__file__).parent / "files"
 
 
 def test_systemctl_show_gives_one_entry_per_unit_in_order() -> None:
-    units = systemctl_show((SYSTEMCTL_FILES / "systemctl-show-clients.txt").read_text())
+    units = systemctl_show((FILES / "systemctl-show-clients.txt").read_text())
     assert [unit["Id"] for unit in units] == [
         "nvidia-persistenced.service", "nvidia-dcgm.service", "dcgm.service", "nvidia-fabricmanager.service",
         "containerd.service"]
@@ -133,7 +135,7 @@ def test_systemctl_show_gives_one_entry_per_unit_in_order() -> None:
 
 
 def test_systemctl_show_of_one_unit() -> None:
-    units = systemctl_show((SYSTEMCTL_FILES / "systemctl-show-service.txt").read_text())
+    units = systemctl_show((FILES / "systemctl-show-service.txt").read_text())
     assert units == [{"ActiveState": "active", "UnitFileState": "enabled"}]
 
 
@@ -145,3 +147,60 @@ def test_systemctl_show_of_nothing_is_no_unit(output) -> None:
 def test_systemctl_show_keeps_an_equals_sign_in_a_value() -> None:
     assert systemctl_show("ExecStart={ path=/usr/bin/containerd ; argv[]=/usr/bin/containerd }\n") == [
         {"ExecStart": "{ path=/usr/bin/containerd ; argv[]=/usr/bin/containerd }"}]
+
+
+# /proc/modules of a real H200 host (open kernel module 580.159.04): nvidia_uvm and nvidia.
+PROC_MODULES = (Path(__file__).parents[3] / "fixtures" / "nvidia"
+                / "proc-modules_nvidia_no-module-unload_open-kmod-580.159.04_H200.txt").read_text()
+UNLOAD_ORDER = ["nvidia_uvm", "nvidia_drm", "nvidia_modeset", "nvidia_peermem", "nvidia"]
+
+
+def test_proc_modules_gives_the_names_in_order() -> None:
+    assert proc_modules(PROC_MODULES) == ["nvidia_uvm", "nvidia"]
+    assert proc_modules("") == [] and proc_modules(None) == []
+
+
+@pytest.mark.parametrize(("after", "lost"), [
+    # the unload stopped at nvidia (a client held it): nvidia_uvm went
+    ("".join(line + "\n" for line in PROC_MODULES.splitlines() if line.startswith("nvidia ")), ["nvidia_uvm"]),
+    # the unload finished and the load failed: both went, nvidia is loaded first
+    ("", ["nvidia", "nvidia_uvm"]),
+    # nothing went (the first module was in use)
+    (PROC_MODULES, []),
+])
+def test_modules_lost_are_those_the_unload_took_in_load_order(after: str, lost: list) -> None:
+    assert modules_lost(PROC_MODULES, after, UNLOAD_ORDER) == lost
+
+
+def test_modules_lost_ignores_modules_not_the_drivers() -> None:
+    before = PROC_MODULES + "overlay 151552 0 - Live 0x0\n"
+    assert modules_lost(before, "", UNLOAD_ORDER) == ["nvidia", "nvidia_uvm"]
+
+
+# A real apt run in a lab node whose nvidia-modprobe postinst failed (the lab mirror's SIMULATED fault package), and
+# dpkg --audit afterwards.
+FAILED_APT = {"msg": "'/usr/bin/apt-get -y ... install ...' failed: debconf: delaying package configuration",
+              "stdout": (FILES / "apt-install-postinst-failure.stdout").read_text(),
+              "stderr": (FILES / "apt-install-postinst-failure.stderr").read_text()}
+
+
+def test_apt_failure_keeps_dpkgs_error_with_the_scripts_message_and_apts_error() -> None:
+    assert apt_failure(FAILED_APT) == (
+        "gpufleet test lab: SIMULATED failure of nvidia-modprobe's postinst (configure) "
+        "dpkg: error processing package nvidia-modprobe (--configure): "
+        "installed nvidia-modprobe package post-installation script subprocess returned error exit status 1 "
+        "E: Sub-process /usr/bin/dpkg returned an error code (1)")
+
+
+@pytest.mark.parametrize(("result", "said"), [
+    ({"msg": "Failed to fetch file:/srv/x.deb"}, "Failed to fetch file:/srv/x.deb"),
+    ({"stderr": "E: Unable to locate package nvidia-smi\n", "msg": "failed"}, "E: Unable to locate package nvidia-smi"),
+    ({}, "no message"),
+])
+def test_apt_failure_falls_back_to_the_message(result: dict, said: str) -> None:
+    assert apt_failure(result) == said
+
+
+def test_dpkg_audit_lists_the_packages_not_fully_installed() -> None:
+    assert dpkg_audit((FILES / "dpkg-audit-half-configured.txt").read_text()) == ["nvidia-modprobe"]
+    assert dpkg_audit("") == [] and dpkg_audit(None) == []
