@@ -72,11 +72,10 @@ def render_group_vars(settings: LabSettings) -> dict[str, Any]:
         "container_toolkit_version": "1.17.8-1",
         "containerd_nvidia_mode": "runtimeclass",
         "gpu_node_join_runtime_class": True,
-        # Containers have no kernel: the driver role installs user space only, and reloads the
-        # SIMULATED kernel module through its documented hook (gpusim follows the installed driver
-        # only on a reload, and refuses while a simulated client holds the module).
+        # Containers have no kernel: the driver role installs user space only. Its own modprobe -r and
+        # modprobe -a reach the SIMULATED kernel modules (lab/gpusim's modprobe): the module follows the
+        # installed driver only on a reload, and a simulated client holding nvidia stops the unload at nvidia.
         "nvidia_driver_kernel_module": "none",
-        "nvidia_driver_module_reload_command": [f"{GPUSIM_PREFIX}/bin/gpusim", "reload"],
         # upgrade_driver.yml reboots a node whose modules will not unload: the SIMULATED host's reboot drops
         # the driver's clients and loads the installed driver's module.
         "upgrade_driver_reboot_command": [f"{GPUSIM_PREFIX}/bin/gpusim", "reboot"],

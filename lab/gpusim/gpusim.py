@@ -18,10 +18,18 @@ user-space mode), ``module_version`` (the loaded module after a reload) and ``ho
     are real character devices (mknod), so it must run as root.
 
 ``gpusim.py reload|reboot|hold NAME [--pid PID]|release NAME|holders [--prefix DIR]``
-    ``reload`` acts like ``modprobe -r nvidia_uvm nvidia_modeset nvidia && modprobe nvidia
-    nvidia_uvm``: the loaded module becomes the installed user space's version (refused with
-    modprobe's messages while a holder is alive or when no driver is installed). ``reboot`` drops
-    the holders, then reloads. Holders are simulated driver clients (nvidia-persistenced, DCGM).
+    ``reload`` acts like ``modprobe -r nvidia_uvm nvidia_drm nvidia_modeset nvidia && modprobe -a
+    nvidia nvidia_uvm ...``: the loaded module becomes the installed user space's version (refused with
+    modprobe's messages when no driver is installed, or while a holder is alive: then, as with the real
+    modprobe, the users of nvidia are unloaded before modprobe stops at nvidia, and nvidia_uvm is gone).
+    ``reboot`` drops the holders, then reloads. Holders are simulated driver clients (nvidia-persistenced,
+    DCGM), which hold nvidia itself.
+
+``gpusim.py modprobe [-r] [-a] MODULE...`` and ``DIR/bin/modprobe``
+    SIMULATED modprobe of the nvidia modules, one module at a time as kmod does: ``-r`` unloads in the order
+    given and stops at the first module in use (by a loaded user module or a holder); loading a user module
+    loads nvidia first and fails with ``could not insert`` while the loaded nvidia is not the installed
+    version (the installed nvidia_uvm does not fit it). State: ``state/modules_unloaded``.
 
 ``DIR/bin/nvidia-smi ARGS`` (the stand-in, which calls ``nvidia_smi(DIR, ARGS)``)
     Answers the nvidia-smi calls the collection makes: ``--query-gpu=...`` with
@@ -94,6 +102,10 @@ SMI_NO_DRIVER = ("NVIDIA-SMI has failed because it couldn't communicate with the
                  "driver is installed and running.\n")
 SMI_MISMATCH = "Failed to initialize NVML: Driver/library version mismatch\nNVML library version: %s\n"
 CONTROL_NODES = ("nvidiactl", "nvidia-uvm", "nvidia-uvm-tools")
+# The nvidia modules in the order modprobe -r takes them (users first); which loaded modules use each one.
+UNLOAD_ORDER = ("nvidia_uvm", "nvidia_drm", "nvidia_modeset", "nvidia_peermem", "nvidia")
+USED_BY = {"nvidia": ("nvidia_uvm", "nvidia_modeset", "nvidia_peermem"), "nvidia_modeset": ("nvidia_drm",)}
+DEPENDS_ON = {"nvidia_drm": "nvidia_modeset", "nvidia_modeset": "nvidia", "nvidia_uvm": "nvidia", "nvidia_peermem": "nvidia"}
 
 
 # --------------------------------------------------------------------------- profile
@@ -167,6 +179,19 @@ def stored_module_version(prefix):
     return (text.strip() or None) if text else None
 
 
+def unloaded_modules(prefix):
+    """The profile's modules that a simulated modprobe -r unloaded (and nothing loaded again since)."""
+    return (_read_text(_state(prefix, "modules_unloaded")) or "").split()
+
+
+def _store_unloaded(prefix, names):
+    names = [name for name in UNLOAD_ORDER if name in names]
+    if names:
+        _write_text(_state(prefix, "modules_unloaded"), "\n".join(names) + "\n")
+    elif os.path.exists(_state(prefix, "modules_unloaded")):
+        os.remove(_state(prefix, "modules_unloaded"))
+
+
 def installed_profile(prefix, missing=NVC_NO_LIBRARY):
     """The profile a build installed under prefix; by default no kit at all reads as no driver installed."""
     path = os.path.join(prefix, "profile.json")
@@ -204,14 +229,16 @@ def node_state(prefix, profile=None):
         userspace = library_version(os.path.join(prefix, "root", _library_dir(profile)))
     else:
         userspace = profile["driver_version"]
-    return _versions(profile, userspace, stored_module_version(prefix))
+    return _versions(profile, userspace, stored_module_version(prefix), unloaded_modules(prefix))
 
 
-def _versions(profile, userspace, reloaded):
-    """The node state of a user space and a reloaded module version (None: the profile's module, as the build left it)."""
-    loaded = bool(reloaded) or bool(profile["kernel_module"].get("loaded"))
+def _versions(profile, userspace, reloaded, unloaded=()):
+    """The node state of a user space, a reloaded module version (None: the profile's module, as the build left it)
+    and the modules unloaded since."""
+    loaded = (bool(reloaded) or bool(profile["kernel_module"].get("loaded"))) and "nvidia" not in unloaded
     return {"userspace": userspace, "module_loaded": loaded,
-            "module_version": (reloaded or profile["kernel_module"]["version"]) if loaded else None}
+            "module_version": (reloaded or profile["kernel_module"]["version"]) if loaded else None,
+            "modules_unloaded": list(unloaded)}
 
 
 def in_recorded_situation(profile, state):
@@ -228,6 +255,7 @@ def effective_profile(profile, state):
         module.update(proc_version_recording=None, sys_module_version_recording=None)
     module["loaded"] = state["module_loaded"]
     module["version"] = state["module_version"] or module["version"]
+    current["modules"] = [name for name in current["modules"] if name not in state.get("modules_unloaded", ())]
     if not in_recorded_situation(profile, state):
         current["nvidia_smi"] = dict(current["nvidia_smi"], error=None)
         if state["userspace"] != profile["driver_version"]:
@@ -287,21 +315,83 @@ def holders(prefix):
 MODULE_PATHS = ("proc/driver/nvidia/", "sys/module/", "proc/modules", "proc/devices")
 
 
-def reload(prefix):
-    """modprobe -r the nvidia modules and load the installed user space's version; returns the CLI's JSON object."""
-    profile = _built(prefix)
-    if holders(prefix):
-        raise ModprobeError("modprobe: FATAL: Module nvidia is in use.")
+def _loaded(profile, state):
+    return [name for name in profile["modules"] if name not in state["modules_unloaded"]] if state["module_loaded"] else []
+
+
+def _not_found(profile, name):
+    return ModprobeError("modprobe: FATAL: Module %s not found in directory /lib/modules/%s" % (name, profile["kernel"]["release"]))
+
+
+def _unload_one(prefix, profile, name):
     state = node_state(prefix, profile)
-    if state["userspace"] is None:
-        raise ModprobeError("modprobe: FATAL: Module nvidia not found in directory /lib/modules/%s" % profile["kernel"]["release"])
-    _write_text(_state(prefix, "module_version"), state["userspace"] + "\n")
+    loaded = _loaded(profile, state)
+    if name not in loaded:
+        raise ModprobeError("modprobe: FATAL: Module %s is not in kernel." % name)
+    if any(user in loaded for user in USED_BY.get(name, ())) or (name == "nvidia" and holders(prefix)):
+        raise ModprobeError("modprobe: FATAL: Module %s is in use." % name)
+    _store_unloaded(prefix, state["modules_unloaded"] + [name])
+
+
+def _load_one(prefix, profile, name):
+    state = node_state(prefix, profile)
+    if name not in profile["modules"] or state["userspace"] is None:
+        raise _not_found(profile, name)
+    if name in _loaded(profile, state):
+        return
+    if name in DEPENDS_ON:
+        _load_one(prefix, profile, DEPENDS_ON[name])
+        state = node_state(prefix, profile)
+        if state["module_version"] != state["userspace"]:
+            # the installed module was built for the installed driver, not for the nvidia still loaded
+            raise ModprobeError("modprobe: ERROR: could not insert '%s': Invalid argument" % name)
+    else:
+        _write_text(_state(prefix, "module_version"), state["userspace"] + "\n")
+    _store_unloaded(prefix, [unloaded for unloaded in state["modules_unloaded"] if unloaded != name])
+
+
+def _render_modules(prefix, profile):
+    """Lay out /proc, /sys/module and /proc/driver/nvidia for the modules loaded now; remove what is unloaded."""
     after = effective_profile(profile, node_state(prefix, profile))
-    tree = desired_tree(after, os.path.join(prefix, "recordings"))
     root = os.path.join(prefix, "root")
+    tree = desired_tree(after, os.path.join(prefix, "recordings"))
     _apply(prefix, {os.path.join(root, path): spec for path, spec in tree.items() if path.startswith(MODULE_PATHS)})
-    return {"changed": state["module_version"] != state["userspace"], "module_version_before": state["module_version"],
-            "module_version": state["userspace"]}
+    gone = ["sys/module/%s" % name for name in profile["modules"] if name not in after["modules"]]
+    if not after["kernel_module"]["loaded"]:
+        gone += ["proc/driver/nvidia", "sys/module/nvidia/version"]
+    for path in (os.path.join(root, relative) for relative in gone):
+        if os.path.lexists(path):
+            _remove(path)
+
+
+def modprobe(prefix, argv):
+    """SIMULATED ``modprobe [-r] [-a] MODULE...`` of the nvidia modules (names with - or _)."""
+    remove = bool({"-r", "--remove"} & set(argv))
+    names = [arg.replace("-", "_") for arg in argv if not arg.startswith("-")]
+    if not remove and not {"-a", "--all"} & set(argv):
+        names = names[:1]  # modprobe MODULE [parameters]
+    profile = _built(prefix)
+    try:
+        for name in names:
+            if name not in UNLOAD_ORDER:
+                raise _not_found(profile, name)
+            (_unload_one if remove else _load_one)(prefix, profile, name)
+    finally:
+        _render_modules(prefix, profile)
+
+
+def reload(prefix):
+    """modprobe -r the loaded nvidia modules, then load every module of the profile at the installed user space's
+    version; returns the CLI's JSON object."""
+    profile = _built(prefix)
+    before = node_state(prefix, profile)
+    if before["userspace"] is None:
+        raise _not_found(profile, "nvidia")
+    modprobe(prefix, ["-r"] + [name for name in UNLOAD_ORDER if name in _loaded(profile, before)])
+    modprobe(prefix, ["-a"] + profile["modules"])
+    after = node_state(prefix, profile)
+    return {"changed": before["module_version"] != after["module_version"], "module_version_before": before["module_version"],
+            "module_version": after["module_version"]}
 
 
 def reboot(prefix):
@@ -492,6 +582,11 @@ def stand_in_script():
                            "gpusim.nvidia_smi(PREFIX, sys.argv[1:])")
 
 
+def modprobe_script():
+    return _wrapper_script("SIMULATED modprobe of the nvidia modules of the gpufleet.node lab (gpusim).",
+                           "gpusim.main(['modprobe'] + sys.argv[1:], prefix=PREFIX)")
+
+
 def cli_script():
     return _wrapper_script("SIMULATED GPU host of the gpufleet.node lab (gpusim): reload, reboot, hold, release, holders of this prefix.",
                            "gpusim.main(sys.argv[1:], prefix=PREFIX)")
@@ -582,7 +677,8 @@ def build(profile_path, prefix, check=False, reset=False, recordings=None, users
             shutil.rmtree(_state(prefix), ignore_errors=True)
     host_library = os.path.join(host_root, _library_dir(profile)) if mode == "host" else None
     userspace_version = library_version(host_library) if host_library else profile["driver_version"]
-    current = effective_profile(profile, _versions(profile, userspace_version, None if reason else stored_module_version(prefix)))
+    current = effective_profile(profile, _versions(profile, userspace_version, None if reason else stored_module_version(prefix),
+                                                   () if reason else unloaded_modules(prefix)))
     wanted = {os.path.join(root, relative): spec for relative, spec in desired_tree(current, recordings, host_library).items()}
     with open(profile_path, "rb") as handle:
         wanted[os.path.join(prefix, "profile.json")] = ("bytes", handle.read())
@@ -591,11 +687,12 @@ def build(profile_path, prefix, check=False, reset=False, recordings=None, users
     wanted[os.path.join(prefix, "lib", "container-nvidia-smi")] = ("bytes", b"#!/usr/bin/python3\n" + _kit_file("container_smi.py"))
     wanted[os.path.join(prefix, "bin", "nvidia-smi")] = ("file", stand_in_script())
     wanted[os.path.join(prefix, "bin", "gpusim")] = ("file", cli_script())
+    wanted[os.path.join(prefix, "bin", "modprobe")] = ("file", modprobe_script())
     for name in profile["recordings"]:
         wanted[os.path.join(prefix, "recordings", name)] = ("file", recording(recordings, name))
     actions += _apply(prefix, wanted, fresh=bool(reason), check=check)
     if not check:
-        for executable in ("bin/nvidia-smi", "bin/gpusim", "lib/container-nvidia-smi"):
+        for executable in ("bin/nvidia-smi", "bin/gpusim", "bin/modprobe", "lib/container-nvidia-smi"):
             os.chmod(os.path.join(prefix, executable), 0o755)
     return bool(actions), actions
 
@@ -865,6 +962,13 @@ def main(argv=None, prefix=None):
         parser.add_argument("--prefix", required=prefix is None, default=prefix)
         known, rest = parser.parse_known_args(argv[1:])
         return nvidia_smi(known.prefix, rest)
+    if argv[:1] == ["modprobe"]:
+        try:
+            modprobe(prefix or "/opt/gpusim", argv[1:])
+        except GpusimError as error:
+            sys.stderr.write("%s\n" % error)
+            return 1
+        return 0
     args = _parser(prefix).parse_args(argv)
     try:
         if args.command == "build":

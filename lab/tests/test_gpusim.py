@@ -231,7 +231,8 @@ def test_host_userspace_links_the_real_library_directory_and_stays_across_builds
     root = build_profile("h100x8", tmp_path / "sim", userspace="host", host_root=str(host))
     assert os.readlink(root / "usr" / "lib" / "x86_64-linux-gnu") == str(library)
     assert json.loads((tmp_path / "sim" / "state" / "settings.json").read_text()) == {"userspace": "host"}
-    assert gpusim.node_state(str(tmp_path / "sim")) == {"userspace": "535.261.03", "module_loaded": True, "module_version": "565.57.01"}
+    assert gpusim.node_state(str(tmp_path / "sim")) == {"userspace": "535.261.03", "module_loaded": True, "module_version": "565.57.01",
+                                                           "modules_unloaded": []}
     # a build without --userspace keeps the stored mode and changes nothing
     assert gpusim.build(str(KIT / "profiles" / "h100x8.json"), str(tmp_path / "sim"), host_root=str(host)) == (False, [])
 
@@ -324,6 +325,62 @@ def test_unloaded_module(tmp_path):
     assert smi(prefix).returncode == 0
 
 
+def loaded_modules(prefix):
+    """The module names of the simulated /proc/modules, in the profile's order."""
+    return [line.split()[0] for line in (prefix / "root" / "proc" / "modules").read_text().splitlines()][::-1]
+
+
+def modprobe(prefix, *args):
+    return subprocess.run([str(prefix / "bin" / "modprobe"), *args], capture_output=True, text=True, check=False)
+
+
+def test_modprobe_unloads_in_order_and_stops_at_a_module_in_use(tmp_path):
+    prefix = tmp_path / "sim"
+    build_profile("h100x8", prefix)
+    in_use = modprobe(prefix, "-r", "nvidia")
+    assert (in_use.returncode, in_use.stderr) == (1, "modprobe: FATAL: Module nvidia is in use.\n")
+    assert modprobe(prefix, "-r", "nvidia-uvm").returncode == 0
+    assert loaded_modules(prefix) == ["nvidia", "nvidia_modeset", "nvidia_drm"]
+    gone = modprobe(prefix, "-r", "nvidia_uvm")
+    assert (gone.returncode, gone.stderr) == (1, "modprobe: FATAL: Module nvidia_uvm is not in kernel.\n")
+    assert modprobe(prefix, "-a", "nvidia", "nvidia-uvm").returncode == 0
+    assert loaded_modules(prefix) == ["nvidia", "nvidia_uvm", "nvidia_modeset", "nvidia_drm"]
+    unknown = modprobe(prefix, "-r", "nvidia_foo")
+    assert unknown.returncode == 1 and "Module nvidia_foo not found in directory /lib/modules/" in unknown.stderr
+
+
+def test_a_module_unloaded_to_nothing_takes_the_driver_with_it(tmp_path):
+    prefix = tmp_path / "sim"
+    build_profile("h100x8", prefix)
+    assert modprobe(prefix, "-r", "nvidia_uvm", "nvidia_drm", "nvidia_modeset", "nvidia").returncode == 0
+    assert loaded_modules(prefix) == []
+    assert not (prefix / "root" / "proc" / "driver" / "nvidia").exists()
+    assert smi(prefix).returncode == 9
+    # modprobe nvidia_uvm loads nvidia first
+    assert modprobe(prefix, "nvidia_uvm").returncode == 0
+    assert loaded_modules(prefix) == ["nvidia", "nvidia_uvm"]
+    assert smi(prefix).returncode == 0
+
+
+def test_the_installed_nvidia_uvm_does_not_fit_an_older_nvidia_still_loaded(tmp_path):
+    """A partial unload during a driver change: nvidia (old) stays, its users went, the user space is the new one."""
+    host = tmp_path / "host"
+    install_host_userspace(host, "535.261.03")
+    build_profile("h100x8", tmp_path / "sim", userspace="host", host_root=str(host))
+    prefix = tmp_path / "sim"
+    run_cli(prefix, "hold", "dcgm")
+    assert run_cli(prefix, "reload").returncode == 1
+    assert loaded_modules(prefix) == ["nvidia"]
+    refused = modprobe(prefix, "-a", "nvidia", "nvidia_uvm")
+    assert (refused.returncode, refused.stderr) == (1, "modprobe: ERROR: could not insert 'nvidia_uvm': Invalid argument\n")
+    assert loaded_modules(prefix) == ["nvidia"]
+    assert gpusim.node_state(str(prefix))["module_version"] == "565.57.01"
+    # the holder gone, a reload brings the installed version with every module
+    run_cli(prefix, "release", "dcgm")
+    assert json.loads(run_cli(prefix, "reload").stdout)["module_version"] == "535.261.03"
+    assert loaded_modules(prefix) == ["nvidia", "nvidia_uvm", "nvidia_modeset", "nvidia_drm"]
+
+
 def test_holders_block_reload_until_released_or_rebooted(tmp_path):
     prefix = tmp_path / "sim"
     build_profile("h100x8", prefix)
@@ -335,10 +392,12 @@ def test_holders_block_reload_until_released_or_rebooted(tmp_path):
         run_cli(prefix, "hold", "dcgm", "--pid", str(sleeper.pid))
         assert json.loads(run_cli(prefix, "holders").stdout) == [{"name": "dcgm", "pid": sleeper.pid},
                                                                  {"name": "nvidia-persistenced", "pid": None}]
-        before = sorted(str(path) for path in prefix.rglob("*"))
         refused = run_cli(prefix, "reload")
         assert (refused.returncode, refused.stdout, refused.stderr) == (1, "", "modprobe: FATAL: Module nvidia is in use.\n")
-        assert sorted(str(path) for path in prefix.rglob("*")) == before
+        # as with the real modprobe -r, the users of nvidia went before it stopped at nvidia
+        assert loaded_modules(prefix) == ["nvidia"]
+        assert not (prefix / "root" / "sys" / "module" / "nvidia_uvm").exists()
+        assert (prefix / "root" / "sys" / "module" / "nvidia" / "version").read_text() == "565.57.01\n"
         assert json.loads(run_cli(prefix, "release", "nvidia-persistenced").stdout) == {"changed": True}
         assert json.loads(run_cli(prefix, "release", "nvidia-persistenced").stdout) == {"changed": False}
         assert run_cli(prefix, "reload").returncode == 1
@@ -348,6 +407,8 @@ def test_holders_block_reload_until_released_or_rebooted(tmp_path):
     # a holder whose process is gone no longer holds the module
     assert json.loads(run_cli(prefix, "holders").stdout) == []
     assert run_cli(prefix, "reload").returncode == 0
+    assert loaded_modules(prefix) == ["nvidia", "nvidia_uvm", "nvidia_modeset", "nvidia_drm"]
+    assert (prefix / "root" / "sys" / "module" / "nvidia_uvm").is_dir()
     run_cli(prefix, "hold", "nvidia-persistenced")
     rebooted = run_cli(prefix, "reboot")
     assert json.loads(rebooted.stdout) == {"changed": False, "module_version_before": "565.57.01", "module_version": "565.57.01"}
