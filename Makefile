@@ -24,7 +24,7 @@ molecule molecules kubelab-test: export ANSIBLE_STRATEGY_PLUGINS = $(MITOGEN_STR
 molecule molecules kubelab-test: export ANSIBLE_STRATEGY = mitogen_linear
 endif
 
-.PHONY: help venv collection docker images package-mirror kube-binaries kube-images lab-up lab-down demo bench kubelab-test lint yamllint ansible-lint docs-lint changelog-lint sanity units molecule molecules test build artifact docs changelog ee-context clean
+.PHONY: help venv collection docker images package-mirror kube-binaries kube-images lab-up lab-down demo bench kubelab-test lint yamllint ansible-lint ansible-lint-artifact docs-lint changelog-lint sanity units molecule molecules test build artifact docs changelog ee-context clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-18s %s\n", $$1, $$2}'
@@ -89,6 +89,13 @@ yamllint: venv
 ansible-lint: venv collection
 	$(BIN)/ansible-lint --profile production
 
+# As a user installs it: outside the checkout (no .ansible-lint, no ignore file), its dependencies beside it.
+ansible-lint-artifact: venv  ## ansible-lint (profile production) on the Galaxy artifact as installed
+	tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
+	$(BIN)/python tools/artifact.py --dest "$$tmp" && \
+	cd "$$tmp/collections/ansible_collections/gpufleet/node" && \
+	ANSIBLE_COLLECTIONS_PATH="$$tmp/collections" $(CURDIR)/$(BIN)/ansible-lint --profile production --offline
+
 docs-lint: venv collection  ## antsibull-docs lint-collection-docs; the generated role docs are up to date
 	$(BIN)/antsibull-docs lint-collection-docs --plugin-docs $(COLLECTION_LINK)
 	$(BIN)/python tools/role_docs.py --check
@@ -96,7 +103,7 @@ docs-lint: venv collection  ## antsibull-docs lint-collection-docs; the generate
 changelog-lint: venv  ## antsibull-changelog lint (changelogs/fragments/)
 	$(BIN)/antsibull-changelog lint
 
-lint: yamllint ansible-lint docs-lint changelog-lint  ## yamllint, ansible-lint (profile production), docs and changelog lint
+lint: yamllint ansible-lint ansible-lint-artifact docs-lint changelog-lint  ## yamllint, ansible-lint (profile production; the checkout and the installed artifact), docs and changelog lint
 
 sanity: venv  ## ansible-test sanity on the collection, no ignore files
 	$(BIN)/python tests/sanity/run.py

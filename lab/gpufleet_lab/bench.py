@@ -399,7 +399,7 @@ def plot(curve: dict[int, Profile], path: Path) -> None:
         bottoms = [bottom + value for bottom, value in zip(bottoms, values)]
     right.set(xlabel="onboarded nodes", ylabel="seconds", title="Where the time goes (json callback, per role)")
     right.set_xticks(list(positions), [str(count) for count in CURVE])
-    # Labels given to legend() itself: matplotlib leaves out labels that start with "_" (as _common does).
+    # Labels given to legend() itself: matplotlib leaves out labels that start with "_".
     right.legend(bars, parts, fontsize="small")
     figure.tight_layout()
     figure.savefig(path, dpi=100)

@@ -61,7 +61,7 @@ def test_time_goes_to_the_role_and_the_playbook(report: dict) -> None:
 
 @pytest.mark.parametrize("name, part", [
     ("gpufleet.node.nvidia_driver : Install the driver", "nvidia_driver"),
-    ("gpufleet.node._common : Check the arguments", "_common"),
+    ("gpufleet.node.common : Check the arguments", "common"),
     ("Summarise, once, on the controller", bench_profile.PLAYBOOK_PART),
 ])
 def test_part_of(name: str, part: str) -> None:

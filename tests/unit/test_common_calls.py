@@ -1,6 +1,6 @@
-"""The install roles' calls into the internal role _common, checked against _common's argument spec.
+"""The install roles' calls into the internal role common, checked against common's argument spec.
 
-The roles import _common with ``rolespec_validate: false``: the values are the roles' own, already checked by
+The roles import common with ``rolespec_validate: false``: the values are the roles' own, already checked by
 their own argument specs, and validating them again at every run cost one task per call (14 per host). This test
 does that check once, statically: every call names an entry point, passes only options that entry point has,
 every required option, and literal values of the option's choices and type.
@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 REPO = Path(__file__).resolve().parents[2]
-SPEC = yaml.safe_load((REPO / "roles" / "_common" / "meta" / "argument_specs.yml").read_text())["argument_specs"]
+SPEC = yaml.safe_load((REPO / "roles" / "common" / "meta" / "argument_specs.yml").read_text())["argument_specs"]
 PYTHON_TYPES = {"str": str, "int": int, "bool": bool, "list": list, "dict": dict}
 
 
@@ -28,11 +28,11 @@ def tasks_of(items: list[dict[str, Any]]) -> Iterator[dict[str, Any]]:
 def common_calls() -> list[tuple[str, dict[str, Any]]]:
     calls = []
     for path in sorted(REPO.glob("roles/*/tasks/*.yml")) + sorted(REPO.glob("playbooks/**/*.yml")):
-        if path.parts[-3] == "_common":
+        if path.parts[-3] == "common":
             continue
         for task in tasks_of(yaml.safe_load(path.read_text()) or []):
             for action in ("ansible.builtin.import_role", "ansible.builtin.include_role"):
-                if (task.get(action) or {}).get("name") == "gpufleet.node._common":
+                if (task.get(action) or {}).get("name") == "gpufleet.node.common":
                     calls.append((f"{path.relative_to(REPO)}: {task.get('name')}", task))
     return calls
 
@@ -54,7 +54,7 @@ def test_call_matches_the_entry_point_spec(where: str, task: dict[str, Any]) -> 
     assert call.get("rolespec_validate") is False, f"{where}: internal calls skip the run-time validation"
     options = SPEC[entry]["options"]
     given = task.get("vars", {})
-    assert set(given) <= set(options), f"{where}: {sorted(set(given) - set(options))} not in _common's {entry} spec"
+    assert set(given) <= set(options), f"{where}: {sorted(set(given) - set(options))} not in common's {entry} spec"
     required = {name for name, option in options.items() if option.get("required")}
     assert required <= set(given), f"{where}: required {sorted(required - set(given))} missing"
     for name, value in given.items():

@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 REPO = Path(__file__).resolve().parents[2]
-COMMON = REPO / "roles" / "_common"
+COMMON = REPO / "roles" / "common"
 
 # An action plugin that sets the platform facts of a case, as the setup module would on a real host.
 FACTS_PLUGIN = '''
@@ -76,7 +76,7 @@ PLAYBOOK = '''
             fingerprint: "{{ __nvidia_driver_key_fingerprint }}"
             setting: "{{ __nvidia_driver_key_setting }}"
             signed_by: "{{ __nvidia_driver_keyring or __nvidia_driver_repository.signed_by | default('') }}"
-          # The files the role writes through gpufleet.node._common's pin and hold, with the values it passes.
+          # The files the role writes through gpufleet.node.common's pin and hold, with the values it passes.
           preferences: "{{ lookup('ansible.builtin.template', common_dir ~ '/templates/apt-preferences.j2') }}"
           unattended: "{{ lookup('ansible.builtin.template', common_dir ~ '/templates/unattended-upgrades.j2') }}"
         _common_role: nvidia_driver
