@@ -47,7 +47,7 @@ KUBE_LANES = {
 }
 # Minutes a stage usually takes alone on 2 cores, to share the host stages out between two lanes.
 HOST_MINUTES = {
-    "lint": 1.6, "sanity": 0.5, "units": 0.5, "molecule nvidia_driver_upgrade": 3.9, "molecule containerd_nvidia_v2": 3.7,
+    "lint": 2.6, "sanity": 0.5, "units": 0.5, "molecule nvidia_driver_upgrade": 4.6, "molecule containerd_nvidia_v2": 3.7,
     "molecule nvidia_gpu_check_hosts": 2.9, "molecule nvidia_driver_gpusim": 2.7,
     "molecule nvidia_driver_bad_input": 2.5, "molecule containerd_nvidia_v1": 2.4, "molecule default": 1.5,
     "molecule container_toolkit_install": 1.5, "molecule containerd_nvidia_bad_input": 1.3,

@@ -231,8 +231,8 @@ def test_host_userspace_links_the_real_library_directory_and_stays_across_builds
     root = build_profile("h100x8", tmp_path / "sim", userspace="host", host_root=str(host))
     assert os.readlink(root / "usr" / "lib" / "x86_64-linux-gnu") == str(library)
     assert json.loads((tmp_path / "sim" / "state" / "settings.json").read_text()) == {"userspace": "host"}
-    assert gpusim.node_state(str(tmp_path / "sim")) == {"userspace": "535.261.03", "module_loaded": True, "module_version": "565.57.01",
-                                                           "modules_unloaded": []}
+    assert gpusim.node_state(str(tmp_path / "sim")) == {
+        "userspace": "535.261.03", "module_loaded": True, "module_version": "565.57.01", "modules_unloaded": []}
     # a build without --userspace keeps the stored mode and changes nothing
     assert gpusim.build(str(KIT / "profiles" / "h100x8.json"), str(tmp_path / "sim"), host_root=str(host)) == (False, [])
 
