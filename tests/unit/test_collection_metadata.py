@@ -31,6 +31,18 @@ def test_roles_need_the_collections_minimum_ansible_core(role: str) -> None:
     assert str(_yaml(f"roles/{role}/meta/main.yml")["galaxy_info"]["min_ansible_version"]) == _minimum_ansible()
 
 
+def test_the_supported_range_is_the_tested_ansible_core() -> None:
+    """runtime.yml, the execution environment and the tests' pinned ansible-core claim one range, and the tests run
+    inside it: a release no lane tests is not claimed (2.17 and 2.18 fail on the render lookup today)."""
+    from ansible.module_utils.compat.version import LooseVersion  # pylint: disable=import-outside-toplevel
+    lowest, below = (part.strip().lstrip(">=<") for part in _yaml("meta/runtime.yml")["requires_ansible"].split(","))
+    ee = _yaml("execution-environment.yml")["dependencies"]["ansible_core"]["package_pip"]
+    assert ee == f"ansible-core>={'.'.join(lowest.split('.')[:2])},<{'.'.join(below.split('.')[:2])}"
+    pinned = next(line.split("==")[1] for line in (REPO / "requirements-dev.txt").read_text().splitlines()
+                  if line.startswith("ansible-core=="))
+    assert LooseVersion(lowest) <= LooseVersion(pinned) < LooseVersion(below)
+
+
 def test_requirements_file_lists_galaxy_dependencies() -> None:
     listed = {entry["name"]: entry["version"] for entry in _yaml("requirements.yml")["collections"]}
     assert listed == _yaml("galaxy.yml")["dependencies"]

@@ -1,8 +1,8 @@
 """The modprobe command line of nvidia_driver's reload (tasks/reload.yml), rendered by ansible-playbook.
 
 The expressions are taken as they stand in reload.yml and rendered by Ansible itself (how a YAML string reaches Jinja
-is part of what is tested), against real /proc/modules captures. The lab reloads the simulated module through the
-documented site command, so this is where the role's own modprobe path is checked.
+is part of what is tested), against real /proc/modules captures. The lab's nodes run the same commands against the
+SIMULATED modprobe (lab/gpusim).
 """
 from __future__ import annotations
 
