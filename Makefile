@@ -29,11 +29,10 @@ endif
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-18s %s\n", $$1, $$2}'
 
+# Built once per requirements-dev.txt and Python under /var/cache/gpufleet/venv, .venv a link to it (tools/venv.sh).
 $(BIN)/.installed: requirements-dev.txt
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python 3.11 or later is needed"'
-	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -r requirements-dev.txt
+	tools/venv.sh $(PYTHON) $(VENV)
 	touch $@
 
 venv: $(BIN)/.installed  ## create the virtualenv from the pinned requirements-dev.txt
