@@ -22,7 +22,9 @@ if ! mkdir -p "$cache" 2>/dev/null || [ ! -w "$cache" ]; then
     build "$venv"
     exit 0
 fi
-key=$( { cat requirements-dev.txt; "$python" -VV; command -v "$python"; } | sha256sum | cut -c1-12)
+# The interpreter's version and installation (base_prefix is the same through a shim or a link).
+key=$( { cat requirements-dev.txt; "$python" -c 'import sys; print(sys.version); print(sys.base_prefix)'; } \
+       | sha256sum | cut -c1-12)
 target=$cache/$key
 (
     flock 9
