@@ -200,9 +200,9 @@ def key_source_problems(url_var, url, fingerprint_var, fingerprint, required=Tru
     ``required``.
     """
     problems = []
-    if url and not str(url).startswith(KEY_URL_SCHEMES):
-        problems.append("%s is '%s': expected an https:// or file:// URL (a key fetched over plain http:// or another"
-                        " scheme could be swapped on the way)." % (url_var, url))
+    if url and (not str(url).startswith(KEY_URL_SCHEMES) or re.search(r'\s', str(url))):
+        problems.append("%s is '%s': expected an https:// or file:// URL without spaces (a key fetched over plain"
+                        " http:// or another scheme could be swapped on the way)." % (url_var, url))
     values = fingerprint if isinstance(fingerprint, (list, tuple)) else [fingerprint]
     given = [value for value in values if str(value or '').strip()]
     if not given and required:

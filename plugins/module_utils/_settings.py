@@ -236,14 +236,10 @@ def _toolkit_repo_problems(s):
     if not s['container_toolkit_repo_manage']:
         return []
     out = []
-    url_pattern = re.compile(r'^(https?://|file:/)[^\s]+$')
     content = s['container_toolkit_repo_key_content']
-    if not (_matches(url_pattern, s['container_toolkit_repo_url'])
-            and (content or _matches(url_pattern, s['container_toolkit_repo_key_url']))):
-        out.append("container_toolkit_repo_url (and container_toolkit_repo_key_url unless "
-                   "container_toolkit_repo_key_content is set) must be http://, https:// or file:/ URLs without spaces; "
-                   "got container_toolkit_repo_url='%s', container_toolkit_repo_key_url='%s'."
-                   % (_text(s['container_toolkit_repo_url']), _text(s['container_toolkit_repo_key_url'])))
+    if not _matches(re.compile(r'^(https?://|file:/)[^\s]+$'), s['container_toolkit_repo_url']):
+        out.append("container_toolkit_repo_url is '%s': expected an http://, https:// or file:/ URL without spaces."
+                   % _text(s['container_toolkit_repo_url']))
     out += _openpgp.key_source_problems('container_toolkit_repo_key_url', '' if content else s['container_toolkit_repo_key_url'],
                                         'container_toolkit_repo_key_fingerprint', s['container_toolkit_repo_key_fingerprint'])
     if content and not all(marker in content for marker in ARMORED_KEY):

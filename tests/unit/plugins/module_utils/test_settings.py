@@ -168,6 +168,10 @@ def test_an_unsupported_platform_is_named():
     ({'container_toolkit_config': {'nvidia-container-cli': {'root': None}}}, ['must not hold empty (null) values']),
     ({'container_toolkit_cdi_enabled': True, 'container_toolkit_cdi_spec_path': '/tmp/nvidia.yaml'}, ["got '/tmp/nvidia.yaml'"]),
     ({'container_toolkit_host_root': 'srv/host'}, ["container_toolkit_host_root must be an absolute path", "got 'srv/host'"]),
+    ({'container_toolkit_repo_url': 'ftp://mirror.example.internal/toolkit'},
+     ["container_toolkit_repo_url is 'ftp://mirror.example.internal/toolkit'", 'an http://, https:// or file:/ URL']),
+    ({'container_toolkit_repo_key_url': 'file:///srv/key dir/gpgkey'},
+     ["container_toolkit_repo_key_url is 'file:///srv/key dir/gpgkey'", 'https:// or file:// URL without spaces']),
 ])
 def test_toolkit_rules(changes, words):
     message = one_problem('container_toolkit', **changes)
