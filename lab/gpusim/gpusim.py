@@ -102,10 +102,10 @@ SMI_NO_DRIVER = ("NVIDIA-SMI has failed because it couldn't communicate with the
                  "driver is installed and running.\n")
 SMI_MISMATCH = "Failed to initialize NVML: Driver/library version mismatch\nNVML library version: %s\n"
 CONTROL_NODES = ("nvidiactl", "nvidia-uvm", "nvidia-uvm-tools")
-# The nvidia modules in the order modprobe -r takes them (users first); which loaded modules use each one.
+# The nvidia modules in the order modprobe -r takes them (users first), the module each one needs, and the inverse.
 UNLOAD_ORDER = ("nvidia_uvm", "nvidia_drm", "nvidia_modeset", "nvidia_peermem", "nvidia")
-USED_BY = {"nvidia": ("nvidia_uvm", "nvidia_modeset", "nvidia_peermem"), "nvidia_modeset": ("nvidia_drm",)}
-DEPENDS_ON = {"nvidia_drm": "nvidia_modeset", "nvidia_modeset": "nvidia", "nvidia_uvm": "nvidia", "nvidia_peermem": "nvidia"}
+DEPENDS_ON = {"nvidia_uvm": "nvidia", "nvidia_modeset": "nvidia", "nvidia_peermem": "nvidia", "nvidia_drm": "nvidia_modeset"}
+USED_BY = {needed: tuple(user for user, its in DEPENDS_ON.items() if its == needed) for needed in set(DEPENDS_ON.values())}
 
 
 # --------------------------------------------------------------------------- profile
@@ -406,10 +406,8 @@ def reboot(prefix):
 
 def render_proc_modules(profile):
     lines = []
-    used_by = {"nvidia": [m for m in ("nvidia_uvm", "nvidia_modeset", "nvidia_peermem") if m in profile["modules"]],
-               "nvidia_modeset": [m for m in ("nvidia_drm",) if m in profile["modules"]]}
     for name in reversed(profile["modules"]):
-        users = used_by.get(name, [])
+        users = [user for user in USED_BY.get(name, ()) if user in profile["modules"]]
         lines.append("%s %d %d %s Live 0x0000000000000000 (POE)" % (
             name, MODULE_SIZES.get(name, 16384), len(users), "".join(user + "," for user in users) or "-"))
     return "\n".join(lines) + ("\n" if lines else "")
