@@ -24,7 +24,7 @@ molecule molecules kubelab-test: export ANSIBLE_STRATEGY_PLUGINS = $(MITOGEN_STR
 molecule molecules kubelab-test: export ANSIBLE_STRATEGY = mitogen_linear
 endif
 
-.PHONY: help venv collection docker images package-mirror kube-binaries kube-images lab-up lab-down demo bench kubelab-test lint yamllint ansible-lint ansible-lint-artifact docs-lint changelog-lint sanity units molecule molecules test build artifact docs changelog ee-context clean
+.PHONY: help venv collection docker images package-mirror nvidia-builds kube-binaries kube-images lab-up lab-down demo bench kubelab-test lint yamllint ansible-lint ansible-lint-artifact docs-lint changelog-lint sanity units molecule molecules test build artifact docs changelog ee-context clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-18s %s\n", $$1, $$2}'
@@ -51,6 +51,9 @@ images: docker  ## build or reuse the node base images (RELEASES="bookworm sid")
 
 package-mirror: venv images  ## build or reuse the signed local apt mirror of the packages the tests pin (lab/README.md)
 	lab/labctl package-mirror
+
+nvidia-builds: venv images  ## build or reuse NVIDIA's own code the lab runs (the mock NVML), from pinned sources (lab/README.md)
+	lab/labctl nvidia-builds
 
 kube-binaries: venv  ## build or reuse the Kubernetes binaries (cached under /var/cache/gpufleet)
 	lab/labctl kube build-binaries

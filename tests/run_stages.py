@@ -3,8 +3,8 @@
 The build stages (virtualenv, collection, artifact, images, package mirror) run first, one after the other. The test stages
 then run in lanes at once, each lane's stages one after the other. The Kubernetes binaries (a build from source
 when the cache is cold, the longest build) are built from the moment the virtualenv is there, beside the other
-builds and the host lanes; the lab's pod images follow once the node images are there too, and the Kubernetes
-lanes start after them:
+builds and the host lanes; NVIDIA's code for the lab (the mock NVML, from pinned sources) and the lab's pod images
+follow once the node images are there too, and the Kubernetes lanes start after them:
 
 - ``kube``, ``kube2``, ``kube3``: the scenarios on the Kubernetes lab, each lane on its own lab (its own name,
   network, subnet, API port, state and inventory: lab/README.md). Much of their time is waiting for
@@ -38,7 +38,7 @@ LOGS = REPO / ".build" / "test-logs"
 BUILD_STAGES = ["venv", "collection", "artifact", "images", "package-mirror"]
 # The Kubernetes lanes need these; the host lanes do not. The binaries need only the virtualenv, the pod images
 # also the node images.
-KUBE_BUILD_STAGES = ["kube-binaries", "kube-images"]
+KUBE_BUILD_STAGES = ["kube-binaries", "nvidia-builds", "kube-images"]
 # The Kubernetes lanes, longest scenario first; kubelab-test (the lab's own tests) follows the shortest.
 KUBE_LANES = {
     "kube": ["molecule upgrade_driver_rolling"],
@@ -246,7 +246,7 @@ def run_all(runner: Runner, plan: dict[str, tuple[list[str], dict[str, str]]]) -
     if not runner.failed.is_set():
         threads += [start(runner.run_lane, name, *plan[name]) for name in plan if name not in KUBE_LANES]
     kube_binaries.join()
-    if not runner.failed.is_set() and runner.run_stage(KUBE_BUILD_STAGES[1], lane="kube build"):
+    if not runner.failed.is_set() and all(runner.run_stage(stage, lane="kube build") for stage in KUBE_BUILD_STAGES[1:]):
         threads += [start(runner.run_lane, name, *plan[name]) for name in plan if name in KUBE_LANES]
     for thread in threads:
         thread.join()

@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from gpufleet_lab import bench, docker_daemon, images, kube_cli, package_mirror, promtool
+from gpufleet_lab import bench, docker_daemon, images, kube_cli, nvidia_builds, package_mirror, promtool
 from gpufleet_lab.proc import LabError
 
 
@@ -16,6 +16,8 @@ def _parser() -> argparse.ArgumentParser:
     build.add_argument("releases", nargs="*", default=["bookworm"], choices=sorted(images.RELEASES),
                        help="Debian releases (default: bookworm)")
     commands.add_parser("package-mirror", help="build (or reuse) the signed local mirror of the packages the tests pin")
+    commands.add_parser("nvidia-builds", help="build (or reuse) NVIDIA's own code for the lab from pinned sources "
+                        "(the mock NVML)")
     commands.add_parser("bench", help="measure the collection on the Kubernetes lab (docs/benchmarks.md)")
     commands.add_parser("promtool", help="print the path of promtool (from Debian's prometheus package, cached)")
     kube = commands.add_parser("kube", help="the Kubernetes lab: control plane and simulated GPU nodes")
@@ -35,6 +37,8 @@ def main(argv: list[str] | None = None) -> int:
             images.ensure_all(args.releases)
         elif args.command == "package-mirror":
             package_mirror.ensure()
+        elif args.command == "nvidia-builds":
+            nvidia_builds.ensure_all()
         elif args.command == "bench":
             return bench.main()
         elif args.command == "promtool":

@@ -1,0 +1,218 @@
+"""NVIDIA's own code for the lab, built from pinned sources, offline and cached.
+
+The lab simulates only the GPU and its kernel module. What NVIDIA ships above the module is NVIDIA's code,
+built here from release tags (each with its committed ``vendor/``, so Go builds it without a network):
+
+- k8s-test-infra's mock NVML (``pkg/gpu/mocknvml``): a ``libnvidia-ml.so`` that NVIDIA's real ``nvidia-smi``,
+  device plugin and operator run on without a GPU. One patch of this repository is applied
+  (``lab/nvidia/patches/k8s-test-infra/``): the library refuses a kernel module of another version, as the
+  driver's library does.
+
+Sources come from the directory ``GPUFLEET_UPSTREAM_DIR`` names (default: ``../shared/upstream`` beside the
+checkout, when it exists), each archive checked against the SHA-256 pinned below; otherwise from a ``git clone``
+of the tag, checked against the pinned commit. Go is Debian's (sid's ``golang-1.26-go``), in a build container of
+the lab's sid image. Builds are cached under ``/var/cache/gpufleet/nvidia/<component>-<key>/``, the key made of the
+archive's checksum, the patches and this builder's revision; ``.build/nvidia/<component>`` links to the one in use.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from gpufleet_lab import images
+from gpufleet_lab.common import REPO_ROOT
+from gpufleet_lab.proc import LabError, exclusive, log, run, succeeds
+
+CACHE = Path("/var/cache/gpufleet/nvidia")
+LINKS = REPO_ROOT / ".build" / "nvidia"
+PATCHES = REPO_ROOT / "lab" / "nvidia" / "patches"
+SOURCES_ENV = "GPUFLEET_UPSTREAM_DIR"
+BUILDER_REVISION = 1
+BUILDER_IMAGE = "gpufleet-lab/go-builder"
+BUILDER_PACKAGES = ("golang-1.26-go", "gcc", "libc6-dev", "make", "patch")
+GO_ENV = {"PATH": "/usr/lib/go-1.26/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+          "GOFLAGS": "-mod=vendor", "GOTOOLCHAIN": "local", "GOPROXY": "off", "GOCACHE": "/tmp/gocache"}
+
+
+@dataclass(frozen=True)
+class Source:
+    """One pinned release of an NVIDIA repository."""
+
+    name: str
+    repository: str
+    tag: str
+    commit: str
+    archive: str
+    sha256: str
+
+    @property
+    def url(self) -> str:
+        return f"https://github.com/{self.repository}.git"
+
+
+SOURCES = {
+    "k8s-test-infra": Source(
+        "k8s-test-infra", "NVIDIA/k8s-test-infra", "v0.3.0", "204019fb69e4d49285625a6829ff0e5b143bba3b",
+        "k8s-test-infra-v0.3.0.tar.xz", "e9e980af983ecbd02007030a9452cd6b2edb0f8ec1bbe9537a40232c89bffb6c"),
+}
+
+
+def sources_dir() -> Path | None:
+    """The directory holding the source archives: ``GPUFLEET_UPSTREAM_DIR``, else ``../shared/upstream`` if present."""
+    named = os.environ.get(SOURCES_ENV)
+    if named:
+        return Path(named)
+    default = REPO_ROOT.parent / "shared" / "upstream"
+    return default if default.is_dir() else None
+
+
+def sha256_of(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def verify_archive(source: Source, directory: Path) -> Path:
+    """The archive of ``source`` in ``directory``, its checksum the pinned one; LabError naming the file otherwise."""
+    path = directory / source.archive
+    if not path.is_file():
+        raise LabError(f"{source.name}: {path} is missing. Put {source.archive} ({source.repository} {source.tag}, "
+                       f"sha256 {source.sha256}) in {directory}, or unset {SOURCES_ENV} on a machine that can "
+                       f"clone {source.url}")
+    found = sha256_of(path)
+    if found != source.sha256:
+        raise LabError(f"{source.name}: {path} has sha256 {found}, expected {source.sha256} "
+                       f"({source.repository} {source.tag}); replace the file with the release archive")
+    return path
+
+
+def verify_commit(source: Source, found: str, where: str) -> None:
+    if found.strip() != source.commit:
+        raise LabError(f"{source.name}: {where} is at commit {found.strip() or '(none)'}, expected {source.commit} "
+                       f"({source.repository} {source.tag}); the tag moved or the clone is not NVIDIA's")
+
+
+def unpack_source(source: Source, into: Path) -> Path:
+    """The source tree of ``source`` under ``into``, from the checked archive or a checked clone."""
+    directory = sources_dir()
+    tree = into / source.name
+    if directory is not None:
+        archive = verify_archive(source, directory)
+        tree.mkdir(parents=True)
+        run(["tar", "-xJf", str(archive), "-C", str(tree), "--strip-components=1"], quiet=True)
+        return tree
+    log(f"{source.name}: no {SOURCES_ENV} and no ../shared/upstream: cloning {source.url} {source.tag}")
+    run(["git", "clone", "--quiet", "--depth", "1", "--branch", source.tag, source.url, str(tree)])
+    head = run(["git", "-C", str(tree), "rev-parse", "HEAD"], quiet=True).stdout
+    verify_commit(source, head, f"the clone of {source.url} {source.tag}")
+    return tree
+
+
+def patches_of(source: Source) -> list[Path]:
+    return sorted((PATCHES / source.name).glob("*.patch"))
+
+
+def build_key(source: Source, *extra: str) -> str:
+    payload = {"sha256": source.sha256, "commit": source.commit, "revision": BUILDER_REVISION,
+               "packages": BUILDER_PACKAGES, "extra": list(extra),
+               "patches": [hashlib.sha256(path.read_bytes()).hexdigest() for path in patches_of(source)]}
+    return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:12]
+
+
+def builder_image() -> str:
+    """The Go build container image: the lab's sid image with Debian's Go and a C toolchain (cgo)."""
+    base = images.ensure("sid")
+    base_id = run(["docker", "image", "inspect", "--format", "{{.Id}}", base], quiet=True).stdout.strip()
+    key = hashlib.sha256(json.dumps([base_id, BUILDER_PACKAGES]).encode()).hexdigest()[:12]
+    tag = f"{BUILDER_IMAGE}:{key}"
+    if succeeds(["docker", "image", "inspect", tag]):
+        return tag
+    log(f"building {tag} (Debian sid, {', '.join(BUILDER_PACKAGES)})")
+    name = f"gpufleet-go-builder-{os.getpid()}"
+    run(["docker", "rm", "-f", name], check=False, quiet=True)
+    try:
+        run(["docker", "run", "--name", name, base, "sh", "-c",
+             "apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "
+             + " ".join(BUILDER_PACKAGES) + " >/dev/null && apt-get clean"])
+        run(["docker", "commit", name, tag], quiet=True)
+    finally:
+        run(["docker", "rm", "-f", name], check=False, quiet=True)
+    return tag
+
+
+def build_in_container(tree: Path, script: str) -> None:
+    """Run ``script`` (sh) in the Go build container with ``tree`` at /src; no network."""
+    env = [arg for name, value in GO_ENV.items() for arg in ("-e", f"{name}={value}")]
+    run(["docker", "run", "--rm", "--network", "none", *env, "-v", f"{tree}:/src", "-w", "/src",
+         builder_image(), "sh", "-ec", script])
+
+
+def _link(component: str, target: Path) -> Path:
+    LINKS.mkdir(parents=True, exist_ok=True)
+    link = LINKS / component
+    staged = link.with_name(f"{component}.{os.getpid()}")
+    staged.unlink(missing_ok=True)
+    staged.symlink_to(target)
+    staged.replace(link)
+    return target
+
+
+MOCK_DIR = "pkg/gpu/mocknvml"
+MOCK_LIBRARY = "libnvidia-ml.so"
+
+
+def _mock_configs_as_json(tree: Path, into: Path) -> None:
+    """NVIDIA's GPU configurations of the mock, as JSON (the mock reads JSON as YAML; gpusim on a node has no YAML)."""
+    into.mkdir()
+    for path in sorted((tree / MOCK_DIR / "configs").glob("mock-nvml-config-*.yaml")):
+        model = path.stem.removeprefix("mock-nvml-config-")
+        (into / f"{model}.json").write_text(json.dumps(yaml.safe_load(path.read_text()), indent=1) + "\n")
+
+
+def _build_mock(source: Source, target: Path) -> None:
+    with tempfile.TemporaryDirectory(prefix="gpufleet-mocknvml-") as scratch:
+        tree = unpack_source(source, Path(scratch))
+        for patch in patches_of(source):
+            shutil.copy(patch, tree / patch.name)
+        apply = "".join(f"patch -p1 --forward --quiet < {patch.name}\n" for patch in patches_of(source))
+        # LIB_VERSION only names the file; gpusim installs the one build under each driver version's name.
+        build_in_container(tree, apply + f"make -C {MOCK_DIR} NO_PADDING=1 REPO_ROOT=/src LIB_VERSION=0.0.0 >/dev/null\n"
+                           f"go version > {MOCK_DIR}/GO_VERSION\nchown -R {os.getuid()}:{os.getgid()} /src")
+        partial = target.with_name(target.name + ".partial")
+        shutil.rmtree(partial, ignore_errors=True)
+        partial.mkdir(parents=True)
+        shutil.copy(tree / MOCK_DIR / f"{MOCK_LIBRARY}.0.0.0", partial / MOCK_LIBRARY)
+        _mock_configs_as_json(tree, partial / "configs")
+        (partial / "BUILD.json").write_text(json.dumps({
+            "component": "mock NVML (k8s-test-infra pkg/gpu/mocknvml)", "repository": source.repository,
+            "tag": source.tag, "commit": source.commit, "archive_sha256": source.sha256,
+            "patches": [path.name for path in patches_of(source)],
+            "go": (tree / MOCK_DIR / "GO_VERSION").read_text().strip()}, indent=1) + "\n")
+        partial.rename(target)
+
+
+def ensure_mock_nvml() -> Path:
+    """NVIDIA's mock NVML, built once per source and patches; the directory with ``libnvidia-ml.so`` and
+    ``configs/<model>.json``. ``.build/nvidia/mocknvml`` links to it."""
+    source = SOURCES["k8s-test-infra"]
+    target = CACHE / f"mocknvml-{build_key(source)}"
+    with exclusive(CACHE / ".lock"):
+        if not (target / "BUILD.json").is_file():
+            log(f"building NVIDIA's mock NVML from {source.repository} {source.tag}")
+            _build_mock(source, target)
+    print(f"mock NVML: {target}", flush=True)
+    return _link("mocknvml", target)
+
+
+def ensure_all() -> None:
+    ensure_mock_nvml()

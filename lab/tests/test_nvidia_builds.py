@@ -1,0 +1,86 @@
+"""Sources and cache keys of NVIDIA's code built for the lab (lab/gpufleet_lab/nvidia_builds.py)."""
+from __future__ import annotations
+
+import hashlib
+import re
+from pathlib import Path
+
+import pytest
+
+from gpufleet_lab import nvidia_builds
+from gpufleet_lab.proc import LabError
+
+
+def _source(archive: Path, sha256: str | None = None) -> nvidia_builds.Source:
+    return nvidia_builds.Source("demo", "NVIDIA/demo", "v1.0.0", "a" * 40, archive.name,
+                                sha256 or hashlib.sha256(archive.read_bytes()).hexdigest())
+
+
+def test_pins_are_full_checksums_and_commits():
+    for source in nvidia_builds.SOURCES.values():
+        assert re.fullmatch(r"[0-9a-f]{64}", source.sha256), source.name
+        assert re.fullmatch(r"[0-9a-f]{40}", source.commit), source.name
+        assert source.archive == f"{source.name}-{source.tag}.tar.xz"
+        assert source.url == f"https://github.com/{source.repository}.git"
+
+
+def test_an_archive_with_the_pinned_checksum_is_used(tmp_path):
+    archive = tmp_path / "demo-v1.0.0.tar.xz"
+    archive.write_bytes(b"release")
+    assert nvidia_builds.verify_archive(_source(archive), tmp_path) == archive
+
+
+def test_a_corrupt_archive_stops_the_build_naming_the_file(tmp_path):
+    archive = tmp_path / "demo-v1.0.0.tar.xz"
+    archive.write_bytes(b"release")
+    source = _source(archive)
+    archive.write_bytes(b"tampered")
+    with pytest.raises(LabError) as raised:
+        nvidia_builds.verify_archive(source, tmp_path)
+    message = str(raised.value)
+    assert str(archive) in message and source.sha256 in message
+    assert hashlib.sha256(b"tampered").hexdigest() in message and "NVIDIA/demo v1.0.0" in message
+
+
+def test_a_missing_archive_says_where_to_put_it(tmp_path):
+    source = nvidia_builds.Source("demo", "NVIDIA/demo", "v1.0.0", "a" * 40, "demo-v1.0.0.tar.xz", "b" * 64)
+    with pytest.raises(LabError) as raised:
+        nvidia_builds.verify_archive(source, tmp_path)
+    message = str(raised.value)
+    assert f"{tmp_path / 'demo-v1.0.0.tar.xz'} is missing" in message
+    assert "b" * 64 in message and nvidia_builds.SOURCES_ENV in message and source.url in message
+
+
+def test_a_clone_at_another_commit_is_refused():
+    source = nvidia_builds.SOURCES["k8s-test-infra"]
+    nvidia_builds.verify_commit(source, source.commit + "\n", "the clone")
+    with pytest.raises(LabError, match="the clone is at commit 0{40}, expected " + source.commit):
+        nvidia_builds.verify_commit(source, "0" * 40, "the clone")
+
+
+def test_the_sources_directory_is_the_variable_else_the_shared_folder(tmp_path, monkeypatch):
+    monkeypatch.setenv(nvidia_builds.SOURCES_ENV, str(tmp_path))
+    assert nvidia_builds.sources_dir() == tmp_path
+    monkeypatch.delenv(nvidia_builds.SOURCES_ENV)
+    default = nvidia_builds.REPO_ROOT.parent / "shared" / "upstream"
+    assert nvidia_builds.sources_dir() == (default if default.is_dir() else None)
+
+
+def test_the_cache_key_follows_the_patches(tmp_path, monkeypatch):
+    source = nvidia_builds.SOURCES["k8s-test-infra"]
+    monkeypatch.setattr(nvidia_builds, "PATCHES", tmp_path)
+    (tmp_path / source.name).mkdir()
+    bare = nvidia_builds.build_key(source)
+    patch = tmp_path / source.name / "0001-x.patch"
+    patch.write_text("one")
+    patched = nvidia_builds.build_key(source)
+    patch.write_text("two")
+    assert len({bare, patched, nvidia_builds.build_key(source)}) == 3
+
+
+def test_the_lab_patch_of_the_mock_is_there_and_explains_itself():
+    [patch] = nvidia_builds.patches_of(nvidia_builds.SOURCES["k8s-test-infra"])
+    text = patch.read_text()
+    assert text.startswith("gpufleet.node lab patch")
+    assert "+++ b/pkg/gpu/mocknvml/engine/library_version.go" in text
+    assert "ERROR_LIB_RM_VERSION_MISMATCH" in text
