@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from gpufleet_lab import nvidia_builds
 from gpufleet_lab.common import REPO_ROOT, put_file
 from gpufleet_lab.proc import LabError, log, run
 
@@ -103,6 +104,8 @@ def _ansible_playbook() -> str:
 def install(container: str, profile: Profile, userspace: str = "host") -> None:
     """Install the simulated GPU host of ``profile`` into the node container."""
     task_file = GPUSIM_DIR / "install.yml"
+    if userspace == "host":
+        nvidia_builds.ensure_mock_nvml()  # the host user space's real nvidia-smi runs on it
     if task_file.is_file():
         with tempfile.TemporaryDirectory(prefix="gpufleet-lab-gpusim-") as tmp:
             playbook = Path(tmp) / "gpusim.yml"

@@ -102,6 +102,17 @@ SMI_NO_DRIVER = ("NVIDIA-SMI has failed because it couldn't communicate with the
                  "driver is installed and running.\n")
 SMI_MISMATCH = "Failed to initialize NVML: Driver/library version mismatch\nNVML library version: %s\n"
 CONTROL_NODES = ("nvidiactl", "nvidia-uvm", "nvidia-uvm-tools")
+# NVIDIA's mock NVML (k8s-test-infra, built by lab/gpufleet_lab/nvidia_builds.py): PREFIX/mocknvml holds the library
+# and NVIDIA's GPU configurations; the real nvidia-smi of the node's driver packages runs on it (see nvidia_smi).
+MOCK_NVML_DIR = "mocknvml"
+MOCK_NVML_LIBRARY = "libnvidia-ml.so"
+MOCK_NVML_MAX_GPUS = 8  # the mock's own limit (engine.MaxDevices)
+MOCK_NVML_MODELS = (("H100", "h100"), ("H200", "h100"), ("A100", "a100"), ("L40S", "l40s"), ("T4", "t4"), ("B200", "b200"))
+REAL_NVIDIA_SMI = "/usr/bin/nvidia-smi"
+# The CUDA version a driver branch's libcuda supports, as nvidia-smi prints it (NVIDIA's CUDA Toolkit release notes,
+# table "CUDA Toolkit and Corresponding Driver Versions").
+CUDA_OF_BRANCH = {"535": (12, 2), "550": (12, 4), "560": (12, 6), "565": (12, 7), "570": (12, 8), "575": (12, 9),
+                  "580": (13, 0)}
 # The nvidia modules in the order modprobe -r takes them (users first), the module each one needs, and the inverse.
 UNLOAD_ORDER = ("nvidia_uvm", "nvidia_drm", "nvidia_modeset", "nvidia_peermem", "nvidia")
 DEPENDS_ON = {"nvidia_uvm": "nvidia", "nvidia_modeset": "nvidia", "nvidia_peermem": "nvidia", "nvidia_drm": "nvidia_modeset"}
@@ -367,10 +378,23 @@ def _render_modules(prefix, profile):
 def modprobe(prefix, argv):
     """SIMULATED ``modprobe [-r] [-a] MODULE...`` of the nvidia modules (names with - or _)."""
     remove = bool({"-r", "--remove"} & set(argv))
-    names = [arg.replace("-", "_") for arg in argv if not arg.startswith("-")]
+    names, dirname, after_d = [], None, False
+    for arg in argv:
+        if after_d:
+            dirname, after_d = arg, False
+        elif arg in ("-d", "--dirname"):
+            after_d = True
+        elif arg.startswith(("-d", "--dirname=")):
+            dirname = arg.split("=", 1)[1] if arg.startswith("--") else arg[2:]
+        elif not arg.startswith("-"):
+            names.append(arg.replace("-", "_"))
     if not remove and not {"-a", "--all"} & set(argv):
         names = names[:1]  # modprobe MODULE [parameters]
     profile = _built(prefix)
+    if dirname is not None and os.path.realpath(dirname) != os.path.realpath(os.path.join(prefix, "root")):
+        # -d names another root: the simulated host's modules are not there
+        raise ModprobeError("modprobe: FATAL: Module %s not found in directory %s/lib/modules/%s"
+                            % (names[0] if names else "", dirname.rstrip("/"), profile["kernel"]["release"]))
     try:
         for name in names:
             if name not in UNLOAD_ORDER:
@@ -598,6 +622,18 @@ def _kit_file(name):
         raise GpusimError("%s: %s (it belongs next to gpusim.py)" % (os.path.join(KIT_DIR, name), error.strerror)) from None
 
 
+def _kit_mock_nvml(prefix):
+    """NVIDIA's mock NVML of the kit (install.yml copies the lab's build there), wanted under PREFIX/mocknvml."""
+    kit = os.path.join(KIT_DIR, MOCK_NVML_DIR)
+    wanted = {}
+    for directory, _dirs, names in os.walk(kit):
+        for name in names:
+            relative = os.path.relpath(os.path.join(directory, name), kit)
+            with open(os.path.join(kit, relative), "rb") as handle:
+                wanted[os.path.join(prefix, MOCK_NVML_DIR, relative)] = ("bytes", handle.read())
+    return wanted
+
+
 def _inside(prefix, path):
     """Guard for the host user-space link: never write through a link into the node's real directories."""
     real_prefix = os.path.realpath(prefix)
@@ -688,6 +724,8 @@ def build(profile_path, prefix, check=False, reset=False, recordings=None, users
     wanted[os.path.join(prefix, "bin", "modprobe")] = ("file", modprobe_script())
     for name in profile["recordings"]:
         wanted[os.path.join(prefix, "recordings", name)] = ("file", recording(recordings, name))
+    if mode == "host":
+        wanted.update(_kit_mock_nvml(prefix))
     actions += _apply(prefix, wanted, fresh=bool(reason), check=check)
     if not check:
         for executable in ("bin/nvidia-smi", "bin/gpusim", "bin/modprobe", "lib/container-nvidia-smi"):
@@ -782,6 +820,8 @@ def nvidia_smi(prefix, argv):
     if not state["module_loaded"]:
         _out(SMI_NO_DRIVER)
         return 9
+    if mock_nvml_refusal(prefix, profile) is None:
+        return exec_real_nvidia_smi(prefix, profile, state, argv)
     if state["userspace"] != state["module_version"]:
         _out(SMI_MISMATCH % _major_minor(state["userspace"]))
         return 18
@@ -825,6 +865,122 @@ def nvidia_smi(prefix, argv):
         return 3
     sys.stderr.write("gpusim nvidia-smi: arguments not simulated: %s\n" % " ".join(argv))
     return 2
+
+
+# --------------------------------------------------------------------------- NVIDIA's nvidia-smi on NVIDIA's mock NVML
+
+
+def _mock_model(profile):
+    names = {gpu["name"] for gpu in profile["gpus"]}
+    for marker, model in MOCK_NVML_MODELS:
+        if names and all(marker in name for name in names):
+            return model
+    return None
+
+
+def mock_nvml_refusal(prefix, profile):
+    """None when NVIDIA's nvidia-smi on NVIDIA's mock NVML answers for this host; else why the replay stand-in does."""
+    if userspace_mode(prefix) != "host":
+        return "the profile's user space is its recordings"
+    if not os.path.isfile(REAL_NVIDIA_SMI):
+        return "no nvidia-smi is installed at %s" % REAL_NVIDIA_SMI
+    if not os.path.isfile(os.path.join(prefix, MOCK_NVML_DIR, MOCK_NVML_LIBRARY)):
+        return "no mock NVML under %s" % os.path.join(prefix, MOCK_NVML_DIR)
+    if any(gpu.get("mig_devices") for gpu in profile["gpus"]):
+        return "the mock NVML enumerates no MIG devices"
+    if len(profile["gpus"]) > MOCK_NVML_MAX_GPUS:
+        return "the mock NVML simulates at most %d GPUs" % MOCK_NVML_MAX_GPUS
+    if len({(gpu.get("persistence_mode"), gpu.get("mig_mode")) for gpu in profile["gpus"]}) > 1:
+        return "the mock NVML sets persistence and MIG mode for all GPUs alike"
+    if _mock_model(profile) is None:
+        return "the mock NVML has no configuration for %s" % ", ".join(sorted({gpu["name"] for gpu in profile["gpus"]}))
+    return None
+
+
+def linux_bus_id(bus_id):
+    """The canonical sysfs form DDDD:BB:DD.F the mock wants (profiles keep NVML's 8-digit domain)."""
+    domain, rest = bus_id.split(":", 1)
+    return "%04x:%s" % (int(domain, 16), rest)
+
+
+def render_mock_config(base, profile, state):
+    """NVIDIA's configuration of the profile's GPU model, set to this host: GPUs, the loaded module's version (what
+    the kernel side reports), the user space's NVML and CUDA versions."""
+    config = json.loads(json.dumps(base))
+    system = config.setdefault("system", {})
+    system.update(driver_version=state["module_version"], nvml_version="12." + state["userspace"])
+    cuda = CUDA_OF_BRANCH.get(state["userspace"].split(".")[0])
+    if cuda:
+        system.update(cuda_version="%d.%d" % cuda, cuda_version_major=cuda[0], cuda_version_minor=cuda[1])
+    gpus = sorted(profile["gpus"], key=lambda gpu: gpu["index"])
+    defaults = config.setdefault("device_defaults", {})
+    defaults["persistence_mode"] = "enabled" if gpus[0].get("persistence_mode") == "Enabled" else "disabled"
+    mig = "enabled" if gpus[0].get("mig_mode") == "Enabled" else "disabled"
+    defaults["mig"] = dict(defaults.get("mig") or {}, mode_current=mig, mode_pending=mig)
+    reserved = (defaults.get("memory") or {}).get("reserved_bytes", 0)
+    config["devices"] = []
+    for gpu in gpus:
+        total = gpu["memory_total_mib"] * 1024 * 1024
+        device = {"index": gpu["index"], "uuid": gpu["uuid"], "minor_number": gpu["minor"], "name": gpu["name"],
+                  "pci": {"bus_id": linux_bus_id(gpu["pci_bus_id"])},
+                  "memory": {"total_bytes": total, "reserved_bytes": reserved, "free_bytes": total - reserved,
+                             "used_bytes": 0}}
+        if gpu.get("failure"):
+            device["failure"] = gpu["failure"]
+        config["devices"].append(device)
+    return config
+
+
+def _replace_file(path, data):
+    """Write data to path through a rename (a concurrent nvidia-smi reads the old or the new file, never half)."""
+    try:
+        with open(path, "rb") as handle:
+            if handle.read() == data:
+                return
+    except FileNotFoundError:
+        pass
+    staged = "%s.%d" % (path, os.getpid())
+    with open(staged, "wb") as handle:
+        handle.write(data)
+    os.replace(staged, path)
+
+
+def mock_driver_root(prefix, profile, state):
+    """PREFIX/mocknvml/driver/<user space version>: the mock under the installed library's file name (its version
+    is the file name's, as with the driver's library) and its configuration where the mock looks for it
+    (<driver root>/config/config.yaml, two directories above the library). Returns the library directory."""
+    mock = os.path.join(prefix, MOCK_NVML_DIR)
+    root = os.path.join(mock, "driver", state["userspace"])
+    library_dir = os.path.join(root, "usr", "lib64")
+    os.makedirs(library_dir, exist_ok=True)
+    os.makedirs(os.path.join(root, "config"), exist_ok=True)
+    library = os.path.join(library_dir, "libnvidia-ml.so." + state["userspace"])
+    source = os.path.join(mock, MOCK_NVML_LIBRARY)
+    if not os.path.exists(library) or not os.path.samefile(library, source):
+        staged = "%s.%d" % (library, os.getpid())
+        os.link(source, staged)  # a hard link: the mock finds its configuration from its own path in /proc/self/maps
+        os.replace(staged, library)
+    soname = os.path.join(library_dir, "libnvidia-ml.so.1")
+    if os.path.islink(soname) and os.readlink(soname) != os.path.basename(library):
+        os.unlink(soname)
+    if not os.path.islink(soname):
+        os.symlink(os.path.basename(library), soname)
+    with open(os.path.join(mock, "configs", _mock_model(profile) + ".json"), encoding="utf-8") as handle:
+        config = render_mock_config(json.load(handle), profile, state)
+    _replace_file(os.path.join(root, "config", "config.yaml"), (json.dumps(config, indent=1) + "\n").encode())
+    return library_dir
+
+
+def exec_real_nvidia_smi(prefix, profile, state, argv):
+    """Run the node's real nvidia-smi (Debian's package) with NVIDIA's mock NVML in the driver library's place.
+
+    The mock refuses a loaded module of another version than the installed library (the lab's patch), so a
+    driver/library mismatch is nvidia-smi's own message too."""
+    library_dir = mock_driver_root(prefix, profile, state)
+    env = dict(os.environ, LD_LIBRARY_PATH=library_dir)
+    env.pop("MOCK_NVML_CONFIG", None)
+    sys.stdout.flush()
+    os.execve(REAL_NVIDIA_SMI, [REAL_NVIDIA_SMI] + list(argv), env)
 
 
 # --------------------------------------------------------------------------- API of the runtime stand-in

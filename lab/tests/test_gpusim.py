@@ -349,6 +349,20 @@ def test_modprobe_unloads_in_order_and_stops_at_a_module_in_use(tmp_path):
     assert unknown.returncode == 1 and "Module nvidia_foo not found in directory /lib/modules/" in unknown.stderr
 
 
+def test_modprobe_with_the_simulated_root_as_its_module_directory(tmp_path):
+    # nvidia_gpu_check(fix_device_nodes, host_root=PREFIX/root) runs `modprobe -d PREFIX/root nvidia_uvm`
+    prefix = tmp_path / "sim"
+    build_profile("h100x8", prefix)
+    assert modprobe(prefix, "-r", "nvidia_uvm").returncode == 0
+    assert modprobe(prefix, "-d", str(prefix / "root"), "nvidia_uvm").returncode == 0
+    assert "nvidia_uvm" in loaded_modules(prefix)
+    assert modprobe(prefix, "-r", f"--dirname={prefix / 'root'}", "nvidia_uvm").returncode == 0
+    elsewhere = modprobe(prefix, "-d", "/mnt/host", "nvidia_uvm")
+    assert (elsewhere.returncode, elsewhere.stderr) == (
+        1, "modprobe: FATAL: Module nvidia_uvm not found in directory /mnt/host/lib/modules/6.1.0-28-amd64\n")
+    assert "nvidia_uvm" not in loaded_modules(prefix)
+
+
 def test_a_module_unloaded_to_nothing_takes_the_driver_with_it(tmp_path):
     prefix = tmp_path / "sim"
     build_profile("h100x8", prefix)
@@ -572,3 +586,118 @@ def test_host_userspace_is_found_where_debian_installs_it(tmp_path: Path) -> Non
     (library_dir / "libnvidia-ml.so.1").symlink_to(tmp_path / "etc/alternatives/nvidia--libnvidia-ml.so.1-x86_64-linux-gnu")
     assert gpusim.library_version(str(library_dir)) == "535.261.03"
     assert gpusim.library_version(str(tmp_path / "nothing")) is None
+
+
+# --------------------------------------------------------------------------- NVIDIA's nvidia-smi on NVIDIA's mock NVML
+
+MOCK_BASE = {"version": "1.0", "system": {"driver_version": "550.163.01", "nvml_version": "12.550.163.01"},
+             "device_defaults": {"name": "NVIDIA H100 80GB HBM3", "memory": {"total_bytes": 85899345920,
+                                                                            "reserved_bytes": 1073741824},
+                                 "mig": {"mode_current": "disabled", "max_gpu_instances": 7}}}
+
+
+def _with_mock(prefix: Path) -> None:
+    """The kit's copy of the mock under the prefix, as install.yml and build() leave it (one byte of library will do)."""
+    (prefix / "mocknvml" / "configs").mkdir(parents=True, exist_ok=True)
+    (prefix / "mocknvml" / "libnvidia-ml.so").write_bytes(b"\x7fELF")
+    (prefix / "mocknvml" / "configs" / "h100.json").write_text(json.dumps(MOCK_BASE))
+
+
+@pytest.fixture
+def real_smi(tmp_path, monkeypatch):
+    path = tmp_path / "usr-bin-nvidia-smi"
+    path.write_text("#!/bin/sh\n")
+    monkeypatch.setattr(gpusim, "REAL_NVIDIA_SMI", str(path))
+    return path
+
+
+@pytest.mark.parametrize("bus_id, linux", [("00000000:18:00.0", "0000:18:00.0"), ("0000:DB:00.0", "0000:DB:00.0"),
+                                           ("00000001:2A:00.0", "0001:2A:00.0")])
+def test_bus_ids_take_the_form_the_mock_accepts(bus_id, linux):
+    assert gpusim.linux_bus_id(bus_id) == linux
+
+
+def test_the_mock_configuration_is_the_profile_at_the_loaded_module_and_installed_user_space():
+    profile = profile_data("h100x8")
+    state = {"userspace": "535.309.01", "module_loaded": True, "module_version": "535.261.03", "modules_unloaded": []}
+    config = gpusim.render_mock_config(MOCK_BASE, profile, state)
+    assert config["system"]["driver_version"] == "535.261.03"  # what the kernel side reports
+    assert config["system"]["nvml_version"] == "12.535.309.01"  # the library's own
+    assert (config["system"]["cuda_version"], config["system"]["cuda_version_major"]) == ("12.2", 12)
+    assert config["device_defaults"]["persistence_mode"] == "enabled"
+    assert config["device_defaults"]["mig"] == {"mode_current": "disabled", "mode_pending": "disabled", "max_gpu_instances": 7}
+    assert [device["uuid"] for device in config["devices"]] == [gpu["uuid"] for gpu in profile["gpus"]]
+    first = config["devices"][0]
+    assert first["pci"] == {"bus_id": "0000:18:00.0"}
+    assert first["memory"] == {"total_bytes": 81559 * 2**20, "reserved_bytes": 2**30,
+                               "free_bytes": 81559 * 2**20 - 2**30, "used_bytes": 0}
+    assert "failure" not in first
+    assert MOCK_BASE["system"]["driver_version"] == "550.163.01"  # the base is not changed
+    profile["gpus"][2]["failure"] = {"mode": "lost"}
+    assert gpusim.render_mock_config(MOCK_BASE, profile, state)["devices"][2]["failure"] == {"mode": "lost"}
+
+
+def test_which_hosts_the_mock_serves(tmp_path, real_smi):
+    install_host_userspace(tmp_path / "host", "535.261.03")
+    prefix = tmp_path / "sim"
+    build_profile("h100x8", prefix, userspace="host", host_root=str(tmp_path / "host"))
+    profile = profile_data("h100x8")
+    assert gpusim.mock_nvml_refusal(str(prefix), profile) == "no mock NVML under %s/mocknvml" % prefix
+    _with_mock(prefix)
+    assert gpusim.mock_nvml_refusal(str(prefix), profile) is None
+    assert gpusim.mock_nvml_refusal(str(prefix), profile_data("a100x4-mig")) == "the mock NVML enumerates no MIG devices"
+    assert gpusim.mock_nvml_refusal(str(prefix), profile_data("rtx8000x10-version-mismatch")) in (
+        "the mock NVML simulates at most 8 GPUs", "the mock NVML enumerates no MIG devices")
+    real_smi.unlink()
+    assert gpusim.mock_nvml_refusal(str(prefix), profile) == "no nvidia-smi is installed at %s" % real_smi
+    recorded = tmp_path / "recorded"
+    build_profile("h100x8", recorded, userspace="profile")
+    assert gpusim.mock_nvml_refusal(str(recorded), profile) == "the profile's user space is its recordings"
+
+
+def test_the_mock_takes_the_installed_library_name_and_follows_the_user_space(tmp_path):
+    prefix = tmp_path / "sim"
+    _with_mock(prefix)
+    profile = profile_data("h100x8")
+    state = {"userspace": "535.261.03", "module_loaded": True, "module_version": "535.261.03", "modules_unloaded": []}
+    library_dir = Path(gpusim.mock_driver_root(str(prefix), profile, state))
+    library = library_dir / "libnvidia-ml.so.535.261.03"
+    assert library_dir == prefix / "mocknvml" / "driver" / "535.261.03" / "usr" / "lib64"
+    assert library.samefile(prefix / "mocknvml" / "libnvidia-ml.so")  # a hard link: the mock reads its own path
+    assert os.readlink(library_dir / "libnvidia-ml.so.1") == "libnvidia-ml.so.535.261.03"
+    config_path = library_dir.parents[1] / "config" / "config.yaml"  # where the mock looks: two directories up
+    assert json.loads(config_path.read_text())["system"]["driver_version"] == "535.261.03"
+    written = config_path.stat().st_mtime_ns
+    gpusim.mock_driver_root(str(prefix), profile, state)
+    assert config_path.stat().st_mtime_ns == written
+    upgraded = dict(state, userspace="535.309.01")
+    library_dir = Path(gpusim.mock_driver_root(str(prefix), profile, upgraded))
+    assert (library_dir / "libnvidia-ml.so.535.309.01").samefile(prefix / "mocknvml" / "libnvidia-ml.so")
+    assert json.loads((library_dir.parents[1] / "config" / "config.yaml").read_text())["system"] == {
+        "driver_version": "535.261.03", "nvml_version": "12.535.309.01", "cuda_version": "12.2",
+        "cuda_version_major": 12, "cuda_version_minor": 2}
+
+
+def test_nvidia_smi_runs_the_real_binary_on_the_mock_while_the_module_is_loaded(tmp_path, real_smi, monkeypatch):
+    install_host_userspace(tmp_path / "host", "535.261.03")
+    prefix = tmp_path / "sim"
+    build_profile("h100x8", prefix, userspace="host", host_root=str(tmp_path / "host"))
+    _with_mock(prefix)
+    monkeypatch.setattr(gpusim, "node_state", lambda *_args: {
+        "userspace": "535.261.03", "module_loaded": True, "module_version": "565.57.01", "modules_unloaded": []})
+    calls = []
+    monkeypatch.setattr(os, "execve", lambda path, argv, env: calls.append((path, argv, env)))
+    monkeypatch.setenv("MOCK_NVML_CONFIG", "/elsewhere.yaml")
+    gpusim.nvidia_smi(str(prefix), ["-L"])
+    [(path, argv, env)] = calls
+    assert (path, argv) == (str(real_smi), [str(real_smi), "-L"])
+    assert env["LD_LIBRARY_PATH"] == str(prefix / "mocknvml" / "driver" / "535.261.03" / "usr" / "lib64")
+    assert "MOCK_NVML_CONFIG" not in env  # the mock finds its configuration beside itself, as in a container
+    # the mismatch (565.57.01 loaded) is the patched mock's to report: the configuration carries the kernel's version
+    config = prefix / "mocknvml" / "driver" / "535.261.03" / "config" / "config.yaml"
+    assert json.loads(config.read_text())["system"]["driver_version"] == "565.57.01"
+    # an unloaded module: gpusim's recorded message (the real library fails otherwise without a kernel driver)
+    monkeypatch.setattr(gpusim, "node_state", lambda *_args: {
+        "userspace": "535.261.03", "module_loaded": False, "module_version": None, "modules_unloaded": ["nvidia"]})
+    assert gpusim.nvidia_smi(str(prefix), ["-L"]) == 9
+    assert len(calls) == 1

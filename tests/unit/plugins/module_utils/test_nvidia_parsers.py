@@ -606,3 +606,69 @@ def test_xid_line_in_every_log_format(log_format):
 ])
 def test_normalize_pci(address, normalized):
     assert p.normalize_pci(address) == normalized
+
+
+# ----------------------------------------------------------------------------- NVIDIA's nvidia-smi on NVIDIA's mock NVML
+
+MOCK = FIXTURES / "mocknvml"
+
+
+def mock_capture(name: str) -> str:
+    return (MOCK / name).read_text(encoding="utf-8")
+
+
+def test_every_mock_capture_is_described_and_apart_from_the_hardware_captures():
+    readme = (MOCK / "README.md").read_text(encoding="utf-8")
+    files = sorted(path.name for path in MOCK.glob("*.txt"))
+    assert len(files) >= 6
+    for name in files:
+        assert f"`{name}`" in readme, name
+        assert not (FIXTURES / name).exists(), name
+
+
+def test_module_query_on_the_mock_reads_the_profile_gpus():
+    rows = p.parse_query_gpu_csv(
+        mock_capture("query-gpu-csv-noheader-nounits_module-fields_8xH100_mock-nvml_real-nvidia-smi-535.261.03.txt"),
+        p.QUERY_GPU_FIELDS)
+    gpus = p.gpus_from_query(rows)
+    assert [gpu["index"] for gpu in gpus] == list(range(8))
+    assert {gpu["name"] for gpu in gpus} == {"NVIDIA H100 80GB HBM3"}
+    assert {gpu["driver_version"] for gpu in gpus} == {"535.261.03"}
+    assert {gpu["memory_total_mib"] for gpu in gpus} == {81559}
+    assert gpus[0]["uuid"] == "GPU-5e1a0000-0000-4000-8000-000000000100"
+    # the mock's sysfs form of the bus id normalises to the same address as real NVML's 8-digit domain
+    assert p.normalize_pci(gpus[0]["pci_bus_id"]) == p.normalize_pci("00000000:18:00.0")
+
+
+def test_query_with_header_on_the_mock():
+    rows = p.parse_query_gpu_csv(mock_capture("query-gpu-csv_module-fields_8xH100_mock-nvml_real-nvidia-smi-535.261.03.txt"))
+    assert len(rows) == 8
+    assert rows[7]["uuid"] == "GPU-5e1a0000-0000-4000-8000-000000000107"
+
+
+def test_list_on_the_mock():
+    gpus = p.parse_smi_list(mock_capture("smi-L_8xH100_mock-nvml_real-nvidia-smi-535.261.03.txt"))
+    assert [(gpu["index"], gpu["name"], gpu["mig_devices"]) for gpu in gpus] == [
+        (index, "NVIDIA H100 80GB HBM3", []) for index in range(8)]
+
+
+@pytest.mark.parametrize(
+    "name, rc, error_class, nvml",
+    [
+        ("error_nvml-driver-library-mismatch_mock-nvml_real-nvidia-smi-535.309.01_module-535.261.03.txt", 18,
+         "driver_library_mismatch", "535.309"),
+        ("query-gpu-csv-noheader-nounits_module-fields_GPUs-2-5-lost_mock-nvml_real-nvidia-smi-535.309.01.txt", 0,
+         "gpu_lost", None),
+    ],
+)
+def test_classify_nvidia_smi_on_the_mock(name, rc, error_class, nvml):
+    result = p.classify_smi_output(mock_capture(name), rc)
+    assert result["error_class"] == error_class
+    assert result["nvml_version"] == nvml
+
+
+@pytest.mark.parametrize("name", ["smi-L_8xH100_mock-nvml_real-nvidia-smi-535.261.03.txt",
+                                  "query-gpu-csv-noheader-nounits_module-fields_8xH100_mock-nvml_real-nvidia-smi-535.261.03.txt",
+                                  "smi-table_8xH100_mock-nvml_real-nvidia-smi-535.261.03.txt"])
+def test_classify_healthy_output_of_the_mock_is_none(name):
+    assert p.classify_smi_output(mock_capture(name), 0) is None
