@@ -72,7 +72,8 @@ def render_group_vars(settings: LabSettings) -> dict[str, Any]:
         "container_toolkit_version": "1.17.8-1",
         "containerd_nvidia_mode": "runtimeclass",
         "gpu_node_join_runtime_class": True,
-        # Containers have no kernel: the driver role installs user space only. Its own modprobe -r and
+        # Containers have no kernel: the driver role installs user space only, and checks the SIMULATED module it
+        # finds loaded (with the uvm device nodes it creates when missing). Its own modprobe -r and
         # modprobe -a reach the SIMULATED kernel modules (lab/gpusim's modprobe): the module follows the
         # installed driver only on a reload, and a simulated client holding nvidia stops the unload at nvidia.
         "nvidia_driver_kernel_module": "none",
