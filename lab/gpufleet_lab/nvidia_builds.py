@@ -7,6 +7,8 @@ built here from release tags (each with its committed ``vendor/``, so Go builds 
   device plugin and operator run on without a GPU. One patch of this repository is applied
   (``lab/nvidia/patches/k8s-test-infra/``): the library refuses a kernel module of another version, as the
   driver's library does.
+- the container toolkit's ``nvidia-ctk`` (1.17.8 and 1.20.0), whose ``runtime configure`` is NVIDIA's own writer of
+  containerd's configuration: the containerd scenarios compare the role's configuration with it.
 
 Sources come from the directory ``GPUFLEET_UPSTREAM_DIR`` names (default: ``../shared/upstream`` beside the
 checkout, when it exists), each archive checked against the SHA-256 pinned below; otherwise from a ``git clone``
@@ -59,6 +61,12 @@ class Source:
 
 
 SOURCES = {
+    "nvidia-container-toolkit-1.17.8": Source(
+        "nvidia-container-toolkit", "NVIDIA/nvidia-container-toolkit", "v1.17.8", "f202b80a9b9d0db00d9b1d73c0128c8962c55f4d",
+        "nvidia-container-toolkit-v1.17.8.tar.xz", "c82c6a8a855fe04337e14a40005e4e304d8880f4a2de99624f709be5700e9a3c"),
+    "nvidia-container-toolkit-1.20.0": Source(
+        "nvidia-container-toolkit", "NVIDIA/nvidia-container-toolkit", "v1.20.0", "5505e2f94d9aaa08561490db974ba3cd676af209",
+        "nvidia-container-toolkit-v1.20.0.tar.xz", "d8734162ad0fef79addb94cba6e23ec7a81d64f53c586b53c4104413bdeb868e"),
     "k8s-test-infra": Source(
         "k8s-test-infra", "NVIDIA/k8s-test-infra", "v0.3.0", "204019fb69e4d49285625a6829ff0e5b143bba3b",
         "k8s-test-infra-v0.3.0.tar.xz", "e9e980af983ecbd02007030a9452cd6b2edb0f8ec1bbe9537a40232c89bffb6c"),
@@ -214,5 +222,46 @@ def ensure_mock_nvml() -> Path:
     return _link("mocknvml", target)
 
 
+TOOLKIT_VERSIONS = ("1.17.8", "1.20.0")
+TOOLKIT_INFO = "github.com/NVIDIA/nvidia-container-toolkit/internal/info"
+
+
+def _build_nvidia_ctk(source: Source, version: str, target: Path) -> None:
+    with tempfile.TemporaryDirectory(prefix="gpufleet-toolkit-") as scratch:
+        tree = unpack_source(source, Path(scratch))
+        # NVIDIA's Makefile's flags (cmd-% target): its version variables, so `nvidia-ctk --version` says what it is
+        ldflags = (f"-s -w -extldflags=-Wl,--export-dynamic -X {TOOLKIT_INFO}.version={version} "
+                   f"-X {TOOLKIT_INFO}.gitCommit={source.commit}")
+        build_in_container(tree, f"go build -ldflags '{ldflags}' -o nvidia-ctk ./cmd/nvidia-ctk 2>/dev/null\n"
+                                 f"./nvidia-ctk --version > NVIDIA_CTK_VERSION\ngo version > GO_VERSION\n"
+                                 f"chown -R {os.getuid()}:{os.getgid()} /src")
+        partial = target.with_name(target.name + ".partial")
+        shutil.rmtree(partial, ignore_errors=True)
+        partial.mkdir(parents=True)
+        shutil.copy(tree / "nvidia-ctk", partial / "nvidia-ctk")
+        (partial / "BUILD.json").write_text(json.dumps({
+            "component": "nvidia-ctk (NVIDIA container toolkit CLI)", "repository": source.repository,
+            "tag": source.tag, "commit": source.commit, "archive_sha256": source.sha256,
+            "version_output": (tree / "NVIDIA_CTK_VERSION").read_text().strip(),
+            "go": (tree / "GO_VERSION").read_text().strip()}, indent=1) + "\n")
+        partial.rename(target)
+
+
+def ensure_nvidia_ctk(version: str) -> Path:
+    """NVIDIA's ``nvidia-ctk`` of toolkit ``version``, built once per source; ``.build/nvidia/nvidia-ctk-<version>``
+    links to the directory holding it. The lab compares the containerd configuration the role writes with what this,
+    NVIDIA's own writer (``nvidia-ctk runtime configure``), writes for the same settings."""
+    source = SOURCES[f"nvidia-container-toolkit-{version}"]
+    target = CACHE / f"nvidia-ctk-{version}-{build_key(source)}"
+    with exclusive(CACHE / ".lock"):
+        if not (target / "BUILD.json").is_file():
+            log(f"building NVIDIA's nvidia-ctk from {source.repository} {source.tag}")
+            _build_nvidia_ctk(source, version, target)
+    print(f"nvidia-ctk {version}: {target}", flush=True)
+    return _link(f"nvidia-ctk-{version}", target)
+
+
 def ensure_all() -> None:
     ensure_mock_nvml()
+    for version in TOOLKIT_VERSIONS:
+        ensure_nvidia_ctk(version)

@@ -84,3 +84,9 @@ def test_the_lab_patch_of_the_mock_is_there_and_explains_itself():
     assert text.startswith("gpufleet.node lab patch")
     assert "+++ b/pkg/gpu/mocknvml/engine/library_version.go" in text
     assert "ERROR_LIB_RM_VERSION_MISMATCH" in text
+
+
+def test_every_toolkit_the_lab_builds_is_pinned_at_its_tag():
+    for version in nvidia_builds.TOOLKIT_VERSIONS:
+        source = nvidia_builds.SOURCES[f"nvidia-container-toolkit-{version}"]
+        assert source.tag == f"v{version}" and source.repository == "NVIDIA/nvidia-container-toolkit"
