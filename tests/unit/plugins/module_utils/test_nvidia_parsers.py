@@ -10,10 +10,12 @@ from ansible_collections.gpufleet.node.plugins.module_utils import _nvidia_parse
 
 FIXTURES = Path(__file__).resolve().parents[3] / "fixtures" / "nvidia"
 SYNTHETIC = FIXTURES / "synthetic"
+MOCK = FIXTURES / "mocknvml"
 
 
 def fixture(name: str) -> str:
-    """A fixture's text; names starting with 'synthetic/' are the hand-written texts."""
+    """A fixture's text; names starting with 'synthetic/' are the hand-written texts, with 'mocknvml/' the lab's
+    captures of NVIDIA's nvidia-smi on NVIDIA's mock NVML."""
     return (FIXTURES / name).read_text(encoding="utf-8")
 
 
@@ -23,13 +25,15 @@ def test_every_fixture_has_provenance():
     assert len(files) >= 40
     for name in files:
         assert f"`{name}`" in sources, name
-    assert "synthetic/README.md" in sources
+    assert "synthetic/README.md" in sources and "mocknvml/README.md" in sources
 
 
-def test_every_synthetic_fixture_is_described_and_apart_from_the_captures():
-    readme = (SYNTHETIC / "README.md").read_text(encoding="utf-8")
-    files = sorted(path.name for path in SYNTHETIC.glob("*.txt"))
-    assert len(files) >= 5
+@pytest.mark.parametrize("folder, at_least", [(SYNTHETIC, 5), (MOCK, 6)])
+def test_every_text_that_is_not_a_hardware_capture_is_described_and_kept_apart(folder, at_least):
+    # synthetic/: hand-written texts; mocknvml/: NVIDIA's nvidia-smi on NVIDIA's mock NVML in the lab (no GPU)
+    readme = (folder / "README.md").read_text(encoding="utf-8")
+    files = sorted(path.name for path in folder.glob("*.txt"))
+    assert len(files) >= at_least
     for name in files:
         assert f"`{name}`" in readme, name
         assert not (FIXTURES / name).exists(), name
@@ -610,25 +614,9 @@ def test_normalize_pci(address, normalized):
 
 # ----------------------------------------------------------------------------- NVIDIA's nvidia-smi on NVIDIA's mock NVML
 
-MOCK = FIXTURES / "mocknvml"
-
-
-def mock_capture(name: str) -> str:
-    return (MOCK / name).read_text(encoding="utf-8")
-
-
-def test_every_mock_capture_is_described_and_apart_from_the_hardware_captures():
-    readme = (MOCK / "README.md").read_text(encoding="utf-8")
-    files = sorted(path.name for path in MOCK.glob("*.txt"))
-    assert len(files) >= 6
-    for name in files:
-        assert f"`{name}`" in readme, name
-        assert not (FIXTURES / name).exists(), name
-
-
 def test_module_query_on_the_mock_reads_the_profile_gpus():
     rows = p.parse_query_gpu_csv(
-        mock_capture("query-gpu-csv-noheader-nounits_module-fields_8xH100_mock-nvml_real-nvidia-smi-535.261.03.txt"),
+        fixture("mocknvml/query-gpu-csv-noheader-nounits_module-fields_8xH100_mock-nvml_real-nvidia-smi-535.261.03.txt"),
         p.QUERY_GPU_FIELDS)
     gpus = p.gpus_from_query(rows)
     assert [gpu["index"] for gpu in gpus] == list(range(8))
@@ -641,13 +629,13 @@ def test_module_query_on_the_mock_reads_the_profile_gpus():
 
 
 def test_query_with_header_on_the_mock():
-    rows = p.parse_query_gpu_csv(mock_capture("query-gpu-csv_module-fields_8xH100_mock-nvml_real-nvidia-smi-535.261.03.txt"))
+    rows = p.parse_query_gpu_csv(fixture("mocknvml/query-gpu-csv_module-fields_8xH100_mock-nvml_real-nvidia-smi-535.261.03.txt"))
     assert len(rows) == 8
     assert rows[7]["uuid"] == "GPU-5e1a0000-0000-4000-8000-000000000107"
 
 
 def test_list_on_the_mock():
-    gpus = p.parse_smi_list(mock_capture("smi-L_8xH100_mock-nvml_real-nvidia-smi-535.261.03.txt"))
+    gpus = p.parse_smi_list(fixture("mocknvml/smi-L_8xH100_mock-nvml_real-nvidia-smi-535.261.03.txt"))
     assert [(gpu["index"], gpu["name"], gpu["mig_devices"]) for gpu in gpus] == [
         (index, "NVIDIA H100 80GB HBM3", []) for index in range(8)]
 
@@ -662,7 +650,7 @@ def test_list_on_the_mock():
     ],
 )
 def test_classify_nvidia_smi_on_the_mock(name, rc, error_class, nvml):
-    result = p.classify_smi_output(mock_capture(name), rc)
+    result = p.classify_smi_output(fixture("mocknvml/" + name), rc)
     assert result["error_class"] == error_class
     assert result["nvml_version"] == nvml
 
@@ -671,4 +659,4 @@ def test_classify_nvidia_smi_on_the_mock(name, rc, error_class, nvml):
                                   "query-gpu-csv-noheader-nounits_module-fields_8xH100_mock-nvml_real-nvidia-smi-535.261.03.txt",
                                   "smi-table_8xH100_mock-nvml_real-nvidia-smi-535.261.03.txt"])
 def test_classify_healthy_output_of_the_mock_is_none(name):
-    assert p.classify_smi_output(mock_capture(name), 0) is None
+    assert p.classify_smi_output(fixture("mocknvml/" + name), 0) is None
