@@ -31,8 +31,11 @@ user-space mode), ``module_version`` (the loaded module after a reload) and ``ho
     loads nvidia first and fails with ``could not insert`` while the loaded nvidia is not the installed
     version (the installed nvidia_uvm does not fit it). State: ``state/modules_unloaded``.
 
-``DIR/bin/nvidia-smi ARGS`` (the stand-in, which calls ``nvidia_smi(DIR, ARGS)``)
-    Answers the nvidia-smi calls the collection makes: ``--query-gpu=...`` with
+``DIR/bin/nvidia-smi ARGS`` (which calls ``nvidia_smi(DIR, ARGS)``)
+    With the host user space and the module loaded, runs the node's real ``/usr/bin/nvidia-smi`` on NVIDIA's mock
+    NVML (``DIR/mocknvml``: ``mock_driver_root``, ``exec_real_nvidia_smi``); ``mock_nvml_refusal`` says where the
+    mock cannot serve. There, and for the profile's own user space, a stand-in answers the nvidia-smi calls the
+    collection makes: ``--query-gpu=...`` with
     ``--format=csv[,noheader][,nounits]`` (rendered from the profile), ``-L`` and the plain table
     (replayed verbatim from recordings when the profile names one, else rendered), NVIDIA's
     failures for a missing user space, an unloaded module and a driver/library version mismatch,
@@ -600,7 +603,8 @@ def _wrapper_script(docstring, call):
 
 
 def stand_in_script():
-    return _wrapper_script("SIMULATED nvidia-smi of the gpufleet.node lab (gpusim): replays recorded outputs of real machines.",
+    return _wrapper_script("nvidia-smi of the gpufleet.node lab's SIMULATED GPU host (gpusim): NVIDIA's nvidia-smi on NVIDIA's "
+                           "mock NVML where the mock serves, else recorded outputs of real machines.",
                            "gpusim.nvidia_smi(PREFIX, sys.argv[1:])")
 
 
