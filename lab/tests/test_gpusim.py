@@ -590,10 +590,13 @@ def test_host_userspace_is_found_where_debian_installs_it(tmp_path: Path) -> Non
 
 # --------------------------------------------------------------------------- NVIDIA's nvidia-smi on NVIDIA's mock NVML
 
-MOCK_BASE = {"version": "1.0", "system": {"driver_version": "550.163.01", "nvml_version": "12.550.163.01"},
-             "device_defaults": {"name": "NVIDIA H100 80GB HBM3", "memory": {"total_bytes": 85899345920,
-                                                                            "reserved_bytes": 1073741824},
-                                 "mig": {"mode_current": "disabled", "max_gpu_instances": 7}}}
+MOCK_BASE = {
+    "version": "1.0",
+    "system": {"driver_version": "550.163.01", "nvml_version": "12.550.163.01"},
+    "device_defaults": {"name": "NVIDIA H100 80GB HBM3",
+                        "memory": {"total_bytes": 85899345920, "reserved_bytes": 1073741824},
+                        "mig": {"mode_current": "disabled", "max_gpu_instances": 7}},
+}
 
 
 def _with_mock(prefix: Path) -> None:
