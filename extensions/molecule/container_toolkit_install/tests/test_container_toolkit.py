@@ -6,9 +6,12 @@ driver (550.163.01, a third GPU).
 from __future__ import annotations
 
 import json
+import os
 import re
 import shlex
+import subprocess
 import tomllib
+from pathlib import Path
 
 import pytest
 import yaml
@@ -93,3 +96,35 @@ def test_cdi_spec_regenerated_for_the_new_driver(host, before: dict) -> None:
     assert "driver version of the simulated host: 550.163.01" in spec_text
     stamp = host.file("/var/lib/gpufleet/container_toolkit_cdi.stamp").content_string.strip()
     assert stamp == "driver=550.163.01 toolkit=1.17.8-1 spec=/etc/cdi/nvidia.yaml"
+
+
+# Where the role's config.toml differs from NVIDIA's `nvidia-ctk config default` of the installed toolkit: the role's
+# secure settings (roles/container_toolkit/README.md) and this scenario's own container_toolkit_config. Keys NVIDIA
+# leaves commented out are absent from its default, so only the role's side has them.
+OWN_SETTINGS = {
+    "accept-nvidia-visible-devices-envvar-when-unprivileged",  # the role: false (NVIDIA's commented default: true)
+    "accept-nvidia-visible-devices-as-volume-mounts",  # the role: true, for the plugin's volume-mounts strategy
+    "nvidia-container-cli.no-cgroups",  # the scenario sets it
+    "nvidia-container-runtime.log-level",  # the scenario: debug
+    "nvidia-container-runtime.runtimes",  # the scenario: [runc]
+}
+
+
+def _flat(table: dict, prefix: str = "") -> dict:
+    flat = {}
+    for key, value in table.items():
+        if isinstance(value, dict):
+            flat.update(_flat(value, f"{prefix}{key}."))
+        else:
+            flat[prefix + key] = value
+    return flat
+
+
+def test_config_is_nvidias_default_of_the_installed_toolkit_but_for_the_settings(config: dict) -> None:
+    # NVIDIA's nvidia-ctk 1.17.8, built from NVIDIA's source by `make nvidia-builds`, run on the controller
+    nvidia_ctk = Path(os.environ["MOLECULE_PROJECT_DIRECTORY"]) / ".build" / "nvidia" / "nvidia-ctk-1.17.8" / "nvidia-ctk"
+    default = tomllib.loads(subprocess.run([str(nvidia_ctk), "config", "default"], check=True, capture_output=True,
+                                           text=True).stdout)
+    ours, theirs = _flat(config), _flat(default)
+    differing = {key for key in ours.keys() | theirs.keys() if ours.get(key) != theirs.get(key)}
+    assert differing == OWN_SETTINGS, {key: (ours.get(key), theirs.get(key)) for key in differing ^ OWN_SETTINGS}
