@@ -175,6 +175,15 @@ def write_private(path: Path, content: str, mode: int = 0o600) -> None:
     os.chmod(path, mode)
 
 
+def replace_link(link: Path, target: Path) -> None:
+    """Point ``link`` at ``target`` in one rename: a concurrent reader sees the old link or the new one."""
+    link.parent.mkdir(parents=True, exist_ok=True)
+    staged = link.with_name(f"{link.name}.{os.getpid()}")
+    staged.unlink(missing_ok=True)
+    staged.symlink_to(target)
+    staged.replace(link)
+
+
 def validate_node_name(name: str) -> str:
     if not NODE_NAME_RE.match(name):
         raise LabError(

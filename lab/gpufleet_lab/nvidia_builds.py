@@ -30,7 +30,7 @@ from pathlib import Path
 import yaml
 
 from gpufleet_lab import images
-from gpufleet_lab.common import REPO_ROOT
+from gpufleet_lab.common import REPO_ROOT, replace_link
 from gpufleet_lab.proc import LabError, exclusive, log, run, succeeds
 
 CACHE = Path("/var/cache/gpufleet/nvidia")
@@ -130,9 +130,9 @@ def patches_of(source: Source) -> list[Path]:
     return sorted((PATCHES / source.name).glob("*.patch"))
 
 
-def build_key(source: Source, *extra: str) -> str:
+def build_key(source: Source) -> str:
     payload = {"sha256": source.sha256, "commit": source.commit, "revision": BUILDER_REVISION,
-               "packages": BUILDER_PACKAGES, "extra": list(extra),
+               "packages": BUILDER_PACKAGES,
                "patches": [hashlib.sha256(path.read_bytes()).hexdigest() for path in patches_of(source)]}
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:12]
 
@@ -165,13 +165,28 @@ def build_in_container(tree: Path, script: str) -> None:
          builder_image(), "sh", "-ec", script])
 
 
-def _link(component: str, target: Path) -> Path:
-    LINKS.mkdir(parents=True, exist_ok=True)
-    link = LINKS / component
-    staged = link.with_name(f"{component}.{os.getpid()}")
-    staged.unlink(missing_ok=True)
-    staged.symlink_to(target)
-    staged.replace(link)
+def ensure_build(component: str, source: Source, build) -> Path:
+    """``component`` of ``source``, built once per build key under ``CACHE/<component>-<key>``: ``build(tree, out)``
+    compiles in the unpacked, patched tree and puts what it made in ``out`` (a directory moved into the cache whole,
+    with ``BUILD.json``: what it was built from). ``.build/nvidia/<component>`` links to the build."""
+    target = CACHE / f"{component}-{build_key(source)}"
+    with exclusive(CACHE / ".lock"):
+        if not (target / "BUILD.json").is_file():
+            log(f"building NVIDIA's {component} from {source.repository} {source.tag}")
+            with tempfile.TemporaryDirectory(prefix=f"gpufleet-{component}-") as scratch:
+                tree = unpack_source(source, Path(scratch))
+                partial = target.with_name(target.name + ".partial")
+                shutil.rmtree(partial, ignore_errors=True)
+                partial.mkdir(parents=True)
+                provenance = build(tree, partial)
+                (partial / "BUILD.json").write_text(json.dumps({
+                    "component": component, "repository": source.repository, "tag": source.tag,
+                    "commit": source.commit, "archive_sha256": source.sha256,
+                    "patches": [path.name for path in patches_of(source)],
+                    "go": (tree / "GO_VERSION").read_text().strip(), **provenance}, indent=1) + "\n")
+                partial.rename(target)
+    print(f"{component}: {target}", flush=True)
+    replace_link(LINKS / component, target)
     return target
 
 
@@ -187,78 +202,49 @@ def _mock_configs_as_json(tree: Path, into: Path) -> None:
         (into / f"{model}.json").write_text(json.dumps(yaml.safe_load(path.read_text()), indent=1) + "\n")
 
 
-def _build_mock(source: Source, target: Path) -> None:
-    with tempfile.TemporaryDirectory(prefix="gpufleet-mocknvml-") as scratch:
-        tree = unpack_source(source, Path(scratch))
-        for patch in patches_of(source):
-            shutil.copy(patch, tree / patch.name)
-        apply = "".join(f"patch -p1 --forward --quiet < {patch.name}\n" for patch in patches_of(source))
-        # LIB_VERSION only names the file; gpusim installs the one build under each driver version's name.
-        build_in_container(tree, apply + f"make -C {MOCK_DIR} NO_PADDING=1 REPO_ROOT=/src LIB_VERSION=0.0.0 >/dev/null\n"
-                           f"go version > {MOCK_DIR}/GO_VERSION\nchown -R {os.getuid()}:{os.getgid()} /src")
-        partial = target.with_name(target.name + ".partial")
-        shutil.rmtree(partial, ignore_errors=True)
-        partial.mkdir(parents=True)
-        shutil.copy(tree / MOCK_DIR / f"{MOCK_LIBRARY}.0.0.0", partial / MOCK_LIBRARY)
-        _mock_configs_as_json(tree, partial / "configs")
-        (partial / "BUILD.json").write_text(json.dumps({
-            "component": "mock NVML (k8s-test-infra pkg/gpu/mocknvml)", "repository": source.repository,
-            "tag": source.tag, "commit": source.commit, "archive_sha256": source.sha256,
-            "patches": [path.name for path in patches_of(source)],
-            "go": (tree / MOCK_DIR / "GO_VERSION").read_text().strip()}, indent=1) + "\n")
-        partial.rename(target)
+def _build_mock(tree: Path, out: Path) -> dict:
+    patches = patches_of(SOURCES["k8s-test-infra"])
+    for patch in patches:
+        shutil.copy(patch, tree / patch.name)
+    apply = "".join(f"patch -p1 --forward --quiet < {patch.name}\n" for patch in patches)
+    # LIB_VERSION only names the file; gpusim installs the one build under each driver version's name.
+    build_in_container(tree, apply + f"make -C {MOCK_DIR} NO_PADDING=1 REPO_ROOT=/src LIB_VERSION=0.0.0 >/dev/null\n"
+                       f"go version > GO_VERSION\nchown -R {os.getuid()}:{os.getgid()} /src")
+    shutil.copy(tree / MOCK_DIR / f"{MOCK_LIBRARY}.0.0.0", out / MOCK_LIBRARY)
+    _mock_configs_as_json(tree, out / "configs")
+    return {"what": "mock NVML (k8s-test-infra pkg/gpu/mocknvml)"}
 
 
 def ensure_mock_nvml() -> Path:
     """NVIDIA's mock NVML, built once per source and patches; the directory with ``libnvidia-ml.so`` and
     ``configs/<model>.json``. ``.build/nvidia/mocknvml`` links to it."""
-    source = SOURCES["k8s-test-infra"]
-    target = CACHE / f"mocknvml-{build_key(source)}"
-    with exclusive(CACHE / ".lock"):
-        if not (target / "BUILD.json").is_file():
-            log(f"building NVIDIA's mock NVML from {source.repository} {source.tag}")
-            _build_mock(source, target)
-    print(f"mock NVML: {target}", flush=True)
-    return _link("mocknvml", target)
+    return ensure_build("mocknvml", SOURCES["k8s-test-infra"], _build_mock)
 
 
 TOOLKIT_VERSIONS = ("1.17.8", "1.20.0")
 TOOLKIT_INFO = "github.com/NVIDIA/nvidia-container-toolkit/internal/info"
 
 
-def _build_nvidia_ctk(source: Source, version: str, target: Path) -> None:
-    with tempfile.TemporaryDirectory(prefix="gpufleet-toolkit-") as scratch:
-        tree = unpack_source(source, Path(scratch))
+def _nvidia_ctk_builder(version: str, commit: str):
+    def build(tree: Path, out: Path) -> dict:
         # NVIDIA's Makefile's flags (cmd-% target): its version variables, so `nvidia-ctk --version` says what it is
         ldflags = (f"-s -w -extldflags=-Wl,--export-dynamic -X {TOOLKIT_INFO}.version={version} "
-                   f"-X {TOOLKIT_INFO}.gitCommit={source.commit}")
+                   f"-X {TOOLKIT_INFO}.gitCommit={commit}")
         build_in_container(tree, f"go build -ldflags '{ldflags}' -o nvidia-ctk ./cmd/nvidia-ctk 2>/dev/null\n"
                                  f"./nvidia-ctk --version > NVIDIA_CTK_VERSION\ngo version > GO_VERSION\n"
                                  f"chown -R {os.getuid()}:{os.getgid()} /src")
-        partial = target.with_name(target.name + ".partial")
-        shutil.rmtree(partial, ignore_errors=True)
-        partial.mkdir(parents=True)
-        shutil.copy(tree / "nvidia-ctk", partial / "nvidia-ctk")
-        (partial / "BUILD.json").write_text(json.dumps({
-            "component": "nvidia-ctk (NVIDIA container toolkit CLI)", "repository": source.repository,
-            "tag": source.tag, "commit": source.commit, "archive_sha256": source.sha256,
-            "version_output": (tree / "NVIDIA_CTK_VERSION").read_text().strip(),
-            "go": (tree / "GO_VERSION").read_text().strip()}, indent=1) + "\n")
-        partial.rename(target)
+        shutil.copy(tree / "nvidia-ctk", out / "nvidia-ctk")
+        return {"what": "nvidia-ctk (NVIDIA container toolkit CLI)",
+                "version_output": (tree / "NVIDIA_CTK_VERSION").read_text().strip()}
+    return build
 
 
 def ensure_nvidia_ctk(version: str) -> Path:
     """NVIDIA's ``nvidia-ctk`` of toolkit ``version``, built once per source; ``.build/nvidia/nvidia-ctk-<version>``
-    links to the directory holding it. The lab compares the containerd configuration the role writes with what this,
-    NVIDIA's own writer (``nvidia-ctk runtime configure``), writes for the same settings."""
+    links to the directory holding it. The lab compares the configurations the roles write with what this, NVIDIA's
+    own writer (``nvidia-ctk runtime configure``, ``nvidia-ctk config default``), makes of the same settings."""
     source = SOURCES[f"nvidia-container-toolkit-{version}"]
-    target = CACHE / f"nvidia-ctk-{version}-{build_key(source)}"
-    with exclusive(CACHE / ".lock"):
-        if not (target / "BUILD.json").is_file():
-            log(f"building NVIDIA's nvidia-ctk from {source.repository} {source.tag}")
-            _build_nvidia_ctk(source, version, target)
-    print(f"nvidia-ctk {version}: {target}", flush=True)
-    return _link(f"nvidia-ctk-{version}", target)
+    return ensure_build(f"nvidia-ctk-{version}", source, _nvidia_ctk_builder(version, source.commit))
 
 
 def ensure_all() -> None:

@@ -34,7 +34,7 @@ from typing import Iterable, Sequence
 import yaml
 
 from gpufleet_lab import apt_mirror, apt_repo
-from gpufleet_lab.common import REPO_ROOT
+from gpufleet_lab.common import REPO_ROOT, replace_link
 from gpufleet_lab.proc import LabError, exclusive, log, run, succeeds
 
 CACHE = Path("/var/cache/gpufleet/package-mirror")
@@ -266,11 +266,7 @@ def _add_fault_package(pool: Path, into: Path, faults: dict) -> None:
 
 def _link(target: Path) -> Path:
     apt_repo.write_fingerprint(target / "gpgkey")
-    LINK.parent.mkdir(parents=True, exist_ok=True)
-    staged = LINK.with_name(f"{LINK.name}.{os.getpid()}")
-    staged.unlink(missing_ok=True)
-    staged.symlink_to(target)
-    staged.replace(LINK)
+    replace_link(LINK, target)
     print(f"package mirror: {target}", flush=True)
     return target
 

@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import re
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -90,3 +92,34 @@ def test_every_toolkit_the_lab_builds_is_pinned_at_its_tag():
     for version in nvidia_builds.TOOLKIT_VERSIONS:
         source = nvidia_builds.SOURCES[f"nvidia-container-toolkit-{version}"]
         assert source.tag == f"v{version}" and source.repository == "NVIDIA/nvidia-container-toolkit"
+
+
+def test_a_build_is_made_once_with_its_provenance_and_linked(tmp_path, monkeypatch):
+    tree = tmp_path / "src" / "demo-1.0.0"
+    tree.mkdir(parents=True)
+    (tree / "main.go").write_text("package main\n")
+    archive = tmp_path / "upstream" / "demo-v1.0.0.tar.xz"
+    archive.parent.mkdir()
+    subprocess.run(["tar", "-cJf", str(archive), "-C", str(tree.parent), tree.name], check=True)
+    source = _source(archive)
+    monkeypatch.setenv(nvidia_builds.SOURCES_ENV, str(archive.parent))
+    monkeypatch.setattr(nvidia_builds, "CACHE", tmp_path / "cache")
+    monkeypatch.setattr(nvidia_builds, "LINKS", tmp_path / "links")
+    calls = []
+
+    def build(unpacked: Path, out: Path) -> dict:
+        calls.append(unpacked)
+        assert (unpacked / "main.go").is_file()
+        (unpacked / "GO_VERSION").write_text("go version go1.26.10 linux/amd64\n")
+        (out / "demo").write_text("binary")
+        return {"what": "demo"}
+
+    built = nvidia_builds.ensure_build("demo", source, build)
+    assert built == tmp_path / "cache" / f"demo-{nvidia_builds.build_key(source)}"
+    assert (built / "demo").read_text() == "binary"
+    provenance = json.loads((built / "BUILD.json").read_text())
+    assert (provenance["tag"], provenance["archive_sha256"], provenance["go"], provenance["what"]) == (
+        "v1.0.0", source.sha256, "go version go1.26.10 linux/amd64", "demo")
+    assert (tmp_path / "links" / "demo").resolve() == built
+    assert nvidia_builds.ensure_build("demo", source, build) == built
+    assert len(calls) == 1
