@@ -39,7 +39,7 @@ PATCHES = REPO_ROOT / "lab" / "nvidia" / "patches"
 SOURCES_ENV = "GPUFLEET_UPSTREAM_DIR"
 BUILDER_REVISION = 1
 BUILDER_IMAGE = "gpufleet-lab/go-builder"
-BUILDER_PACKAGES = ("golang-1.26-go", "gcc", "libc6-dev", "make", "patch")
+BUILDER_PACKAGES = ("golang-1.26-go", "gcc", "libc6-dev", "make", "patch", "debhelper")
 GO_ENV = {"PATH": "/usr/lib/go-1.26/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
           "GOFLAGS": "-mod=vendor", "GOTOOLCHAIN": "local", "GOPROXY": "off", "GOCACHE": "/tmp/gocache"}
 
@@ -222,32 +222,70 @@ def ensure_mock_nvml() -> Path:
 
 
 TOOLKIT_VERSIONS = ("1.17.8", "1.20.0")
-TOOLKIT_INFO = "github.com/NVIDIA/nvidia-container-toolkit/internal/info"
+TOOLKIT_PACKAGE_REVISION = "1"
+TOOLKIT_PACKAGES = ("nvidia-container-toolkit", "nvidia-container-toolkit-base",
+                    "nvidia-container-toolkit-operator-extensions")
+TOOLKIT_PROGRAMS = ("nvidia-ctk", "nvidia-container-runtime", "nvidia-container-runtime-hook", "nvidia-cdi-hook")
 
 
-def _nvidia_ctk_builder(version: str, commit: str):
+def _toolkit_script(version: str, commit: str) -> str:
+    """Build the toolkit the way NVIDIA's ``docker/Dockerfile.debian`` does: ``make cmds`` with the release's version
+    and commit, then ``dpkg-buildpackage`` on the tag's ``packaging/debian`` with the binaries and
+    ``deployments/systemd`` beside it. Only the changelog is written here (NVIDIA's uses ``dch``), dated at the
+    commit (the archive's file times). ``-d``: the build container has debhelper but not build-essential's C++."""
+    revision = f"{version}-{TOOLKIT_PACKAGE_REVISION}"
+    return f"""
+make cmds PREFIX=/src/dist GIT_COMMIT={commit} VERSION={version} > build.log 2>&1 || {{ tail -40 build.log; exit 1; }}
+./dist/nvidia-ctk --version > NVIDIA_CTK_VERSION
+go version > GO_VERSION
+cp -r packaging/debian dist/debian
+if [ -d deployments/systemd ]; then cp deployments/systemd/* dist/; fi
+epoch=$(stat -c %Y Makefile)
+cat > dist/debian/changelog <<CHANGELOG
+nvidia-container-toolkit ({revision}) UNRELEASED; urgency=medium
+
+  * See https://github.com/NVIDIA/nvidia-container-toolkit/blob/{commit}/CHANGELOG.md for the changelog
+
+ -- NVIDIA CORPORATION <cudatools@nvidia.com>  $(date -R -u -d @$epoch)
+CHANGELOG
+cd dist
+VERSION={revision} LIBNVIDIA_CONTAINER_TOOLS_VERSION={revision} SECTION= DISTRIB= sh debian/prepare
+SOURCE_DATE_EPOCH=$epoch dpkg-buildpackage -us -uc -b -d > ../package.log 2>&1 || {{ tail -40 ../package.log; exit 1; }}
+cd ..
+chown -R {os.getuid()}:{os.getgid()} /src
+"""
+
+
+def _toolkit_builder(version: str, commit: str):
     def build(tree: Path, out: Path) -> dict:
-        # NVIDIA's Makefile's flags (cmd-% target): its version variables, so `nvidia-ctk --version` says what it is
-        ldflags = (f"-s -w -extldflags=-Wl,--export-dynamic -X {TOOLKIT_INFO}.version={version} "
-                   f"-X {TOOLKIT_INFO}.gitCommit={commit}")
-        build_in_container(tree, f"go build -ldflags '{ldflags}' -o nvidia-ctk ./cmd/nvidia-ctk 2>/dev/null\n"
-                                 f"./nvidia-ctk --version > NVIDIA_CTK_VERSION\ngo version > GO_VERSION\n"
-                                 f"chown -R {os.getuid()}:{os.getgid()} /src")
-        shutil.copy(tree / "nvidia-ctk", out / "nvidia-ctk")
-        return {"what": "nvidia-ctk (NVIDIA container toolkit CLI)",
-                "version_output": (tree / "NVIDIA_CTK_VERSION").read_text().strip()}
+        build_in_container(tree, _toolkit_script(version, commit))
+        (out / "bin").mkdir()
+        for program in TOOLKIT_PROGRAMS:
+            shutil.copy(tree / "dist" / program, out / "bin" / program)
+        (out / "debs").mkdir()
+        debs = sorted(tree.glob("*.deb"))
+        if {deb.name.split("_")[0] for deb in debs} != set(TOOLKIT_PACKAGES):
+            raise LabError(f"nvidia-container-toolkit {version}: packaging/debian made {[deb.name for deb in debs]}, "
+                           f"expected one .deb of each of {', '.join(TOOLKIT_PACKAGES)}")
+        for deb in debs:
+            shutil.copy(deb, out / "debs" / deb.name)
+        return {"what": "NVIDIA container toolkit: its programs and its Debian packages (packaging/debian)",
+                "version_output": (tree / "NVIDIA_CTK_VERSION").read_text().strip(),
+                "packages": [deb.name for deb in debs]}
     return build
 
 
-def ensure_nvidia_ctk(version: str) -> Path:
-    """NVIDIA's ``nvidia-ctk`` of toolkit ``version``, built once per source; ``.build/nvidia/nvidia-ctk-<version>``
-    links to the directory holding it. The lab compares the configurations the roles write with what this, NVIDIA's
-    own writer (``nvidia-ctk runtime configure``, ``nvidia-ctk config default``), makes of the same settings."""
+def ensure_toolkit(version: str) -> Path:
+    """NVIDIA's container toolkit ``version``, built once per source: ``bin/`` holds its programs (``nvidia-ctk``,
+    the runtime, the hooks) and ``debs/`` the packages its own ``packaging/debian`` makes (``<version>-1``).
+    ``.build/nvidia/toolkit-<version>`` links to it. The lab compares the configurations the roles write with what
+    NVIDIA's own writer (``nvidia-ctk runtime configure``, ``nvidia-ctk config default``) makes of the same
+    settings."""
     source = SOURCES[f"nvidia-container-toolkit-{version}"]
-    return ensure_build(f"nvidia-ctk-{version}", source, _nvidia_ctk_builder(version, source.commit))
+    return ensure_build(f"toolkit-{version}", source, _toolkit_builder(version, source.commit))
 
 
 def ensure_all() -> None:
     ensure_mock_nvml()
     for version in TOOLKIT_VERSIONS:
-        ensure_nvidia_ctk(version)
+        ensure_toolkit(version)

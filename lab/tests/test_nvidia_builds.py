@@ -80,12 +80,47 @@ def test_the_cache_key_follows_the_patches(tmp_path, monkeypatch):
     assert len({bare, patched, nvidia_builds.build_key(source)}) == 3
 
 
-def test_the_lab_patch_of_the_mock_is_there_and_explains_itself():
-    [patch] = nvidia_builds.patches_of(nvidia_builds.SOURCES["k8s-test-infra"])
-    text = patch.read_text()
-    assert text.startswith("gpufleet.node lab patch")
-    assert "+++ b/pkg/gpu/mocknvml/engine/library_version.go" in text
-    assert "ERROR_LIB_RM_VERSION_MISMATCH" in text
+def test_the_lab_patches_of_the_mock_are_there_and_explain_themselves():
+    version, carried = nvidia_builds.patches_of(nvidia_builds.SOURCES["k8s-test-infra"])
+    for patch in (version, carried):
+        assert patch.read_text().startswith("gpufleet.node lab patch")
+    assert "+++ b/pkg/gpu/mocknvml/engine/library_version.go" in version.read_text()
+    assert "ERROR_LIB_RM_VERSION_MISMATCH" in version.read_text()
+    assert "+++ b/pkg/gpu/mocknvml/engine/embedded_config.go" in carried.read_text()
+    assert '+const configFooterMark = "\\n#gpusim-mock-nvml-config:"' in carried.read_text()
+
+
+def _fake_toolkit_build(monkeypatch, debs):
+    def build_in_container(tree: Path, script: str) -> None:
+        (tree / "dist").mkdir()
+        for program in nvidia_builds.TOOLKIT_PROGRAMS:
+            (tree / "dist" / program).write_text(program)
+        for deb in debs:
+            (tree / deb).write_text(deb)
+        (tree / "NVIDIA_CTK_VERSION").write_text("NVIDIA Container Toolkit CLI version 1.20.0\n")
+    monkeypatch.setattr(nvidia_builds, "build_in_container", build_in_container)
+
+
+def test_the_toolkit_is_built_and_packaged_as_nvidia_does(tmp_path, monkeypatch):
+    debs = [f"{name}_1.20.0-1_amd64.deb" for name in nvidia_builds.TOOLKIT_PACKAGES]
+    _fake_toolkit_build(monkeypatch, debs)
+    tree, out = tmp_path / "tree", tmp_path / "out"
+    tree.mkdir(), out.mkdir()
+    provenance = nvidia_builds._toolkit_builder("1.20.0", "c" * 40)(tree, out)
+    assert sorted(path.name for path in (out / "bin").iterdir()) == sorted(nvidia_builds.TOOLKIT_PROGRAMS)
+    assert sorted(path.name for path in (out / "debs").iterdir()) == sorted(debs) == provenance["packages"]
+    script = nvidia_builds._toolkit_script("1.20.0", "c" * 40)
+    assert f"make cmds PREFIX=/src/dist GIT_COMMIT={'c' * 40} VERSION=1.20.0" in script
+    assert "VERSION=1.20.0-1 LIBNVIDIA_CONTAINER_TOOLS_VERSION=1.20.0-1" in script
+    assert "nvidia-container-toolkit (1.20.0-1) UNRELEASED" in script and "dpkg-buildpackage -us -uc -b" in script
+
+
+def test_a_toolkit_build_missing_a_package_stops_naming_it(tmp_path, monkeypatch):
+    _fake_toolkit_build(monkeypatch, ["nvidia-container-toolkit_1.20.0-1_amd64.deb"])
+    tree, out = tmp_path / "tree", tmp_path / "out"
+    tree.mkdir(), out.mkdir()
+    with pytest.raises(LabError, match="expected one .deb of each of nvidia-container-toolkit, nvidia-container-toolkit-base"):
+        nvidia_builds._toolkit_builder("1.20.0", "c" * 40)(tree, out)
 
 
 def test_every_toolkit_the_lab_builds_is_pinned_at_its_tag():

@@ -122,7 +122,7 @@ def _flat(table: dict, prefix: str = "") -> dict:
 
 def test_config_is_nvidias_default_of_the_installed_toolkit_but_for_the_settings(config: dict) -> None:
     # NVIDIA's nvidia-ctk 1.17.8, built from NVIDIA's source by `make nvidia-builds`, run on the controller
-    nvidia_ctk = Path(os.environ["MOLECULE_PROJECT_DIRECTORY"]) / ".build" / "nvidia" / "nvidia-ctk-1.17.8" / "nvidia-ctk"
+    nvidia_ctk = Path(os.environ["MOLECULE_PROJECT_DIRECTORY"]) / ".build" / "nvidia" / "toolkit-1.17.8" / "bin" / "nvidia-ctk"
     default = tomllib.loads(subprocess.run([str(nvidia_ctk), "config", "default"], check=True, capture_output=True,
                                            text=True).stdout)
     ours, theirs = _flat(config), _flat(default)
