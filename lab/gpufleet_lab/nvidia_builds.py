@@ -67,6 +67,12 @@ SOURCES = {
     "nvidia-container-toolkit-1.20.0": Source(
         "nvidia-container-toolkit", "NVIDIA/nvidia-container-toolkit", "v1.20.0", "5505e2f94d9aaa08561490db974ba3cd676af209",
         "nvidia-container-toolkit-v1.20.0.tar.xz", "d8734162ad0fef79addb94cba6e23ec7a81d64f53c586b53c4104413bdeb868e"),
+    "k8s-device-plugin-0.17.1": Source(
+        "k8s-device-plugin", "NVIDIA/k8s-device-plugin", "v0.17.1", "3c378193fcebf6e955f0d65bd6f2aeed099ad8ea",
+        "k8s-device-plugin-v0.17.1.tar.xz", "bd382d413b0ff36dfb084176dac7a1a2f2b01ef74707b67f2755e0d85f664288"),
+    "k8s-device-plugin-0.20.0": Source(
+        "k8s-device-plugin", "NVIDIA/k8s-device-plugin", "v0.20.0", "1b826acc6af3079d8923bac395c3124b8861a9a6",
+        "k8s-device-plugin-v0.20.0.tar.xz", "42a2cfc4b99f8eb8621f18708c00a428119a81e9fb950dd5eefec3c59853a321"),
     "k8s-test-infra": Source(
         "k8s-test-infra", "NVIDIA/k8s-test-infra", "v0.3.0", "204019fb69e4d49285625a6829ff0e5b143bba3b",
         "k8s-test-infra-v0.3.0.tar.xz", "e9e980af983ecbd02007030a9452cd6b2edb0f8ec1bbe9537a40232c89bffb6c"),
@@ -285,7 +291,36 @@ def ensure_toolkit(version: str) -> Path:
     return ensure_build(f"toolkit-{version}", source, _toolkit_builder(version, source.commit))
 
 
+DEVICE_PLUGIN_VERSIONS = ("0.17.1", "0.20.0")
+DEVICE_PLUGIN_PROGRAMS = ("nvidia-device-plugin", "config-manager", "gpu-feature-discovery", "mps-control-daemon")
+
+
+def _device_plugin_builder(version: str, commit: str):
+    def build(tree: Path, out: Path) -> dict:
+        # NVIDIA's deployments/container/Dockerfile: `make PREFIX=/artifacts cmds` with VERSION and GIT_COMMIT
+        build_in_container(tree, f"make cmds PREFIX=/src/dist VERSION=v{version} GIT_COMMIT={commit} > build.log 2>&1 "
+                                 "|| { tail -40 build.log; exit 1; }\n"
+                                 "./dist/nvidia-device-plugin --version > PLUGIN_VERSION\ngo version > GO_VERSION\n"
+                                 f"chown -R {os.getuid()}:{os.getgid()} /src")
+        (out / "bin").mkdir()
+        for program in DEVICE_PLUGIN_PROGRAMS:
+            shutil.copy(tree / "dist" / program, out / "bin" / program)
+        return {"what": "NVIDIA device plugin for Kubernetes: the programs of its image",
+                "version_output": (tree / "PLUGIN_VERSION").read_text().strip()}
+    return build
+
+
+def ensure_device_plugin(version: str) -> Path:
+    """NVIDIA's device plugin ``version``, built once per source: ``bin/`` holds the programs NVIDIA's image carries
+    (``nvidia-device-plugin``, ``config-manager``, ``gpu-feature-discovery``, ``mps-control-daemon``).
+    ``.build/nvidia/device-plugin-<version>`` links to it."""
+    source = SOURCES[f"k8s-device-plugin-{version}"]
+    return ensure_build(f"device-plugin-{version}", source, _device_plugin_builder(version, source.commit))
+
+
 def ensure_all() -> None:
     ensure_mock_nvml()
     for version in TOOLKIT_VERSIONS:
         ensure_toolkit(version)
+    for version in DEVICE_PLUGIN_VERSIONS:
+        ensure_device_plugin(version)

@@ -158,3 +158,24 @@ def test_a_build_is_made_once_with_its_provenance_and_linked(tmp_path, monkeypat
     assert (tmp_path / "links" / "demo").resolve() == built
     assert nvidia_builds.ensure_build("demo", source, build) == built
     assert len(calls) == 1
+
+
+def test_the_device_plugin_is_built_as_nvidias_image_build_does(tmp_path, monkeypatch):
+    scripts = []
+
+    def build_in_container(tree: Path, script: str) -> None:
+        scripts.append(script)
+        (tree / "dist").mkdir()
+        for program in nvidia_builds.DEVICE_PLUGIN_PROGRAMS:
+            (tree / "dist" / program).write_text(program)
+        (tree / "PLUGIN_VERSION").write_text("NVIDIA Device Plugin version v0.20.0\n")
+    monkeypatch.setattr(nvidia_builds, "build_in_container", build_in_container)
+    tree, out = tmp_path / "tree", tmp_path / "out"
+    tree.mkdir(), out.mkdir()
+    provenance = nvidia_builds._device_plugin_builder("0.20.0", "d" * 40)(tree, out)
+    assert sorted(path.name for path in (out / "bin").iterdir()) == sorted(nvidia_builds.DEVICE_PLUGIN_PROGRAMS)
+    assert provenance["version_output"] == "NVIDIA Device Plugin version v0.20.0"
+    assert f"make cmds PREFIX=/src/dist VERSION=v0.20.0 GIT_COMMIT={'d' * 40}" in scripts[0]
+    for version in nvidia_builds.DEVICE_PLUGIN_VERSIONS:
+        source = nvidia_builds.SOURCES[f"k8s-device-plugin-{version}"]
+        assert source.tag == f"v{version}" and source.repository == "NVIDIA/k8s-device-plugin"
