@@ -53,6 +53,7 @@ import json
 import os
 import shutil
 import stat
+import subprocess
 import sys
 
 KIT_DIR = os.path.dirname(os.path.abspath(__file__))
@@ -987,6 +988,121 @@ def exec_real_nvidia_smi(prefix, profile, state, argv):
     os.execve(REAL_NVIDIA_SMI, [REAL_NVIDIA_SMI] + list(argv), env)
 
 
+MOCK_CONFIG_FOOTER = b"\n#gpusim-mock-nvml-config:"  # lab patch 0002 of the mock (embedded_config.go)
+
+
+def library_with_config(library, config):
+    """The mock library carrying its configuration (the lab's patch 0002): the JSON after the ELF image, then the
+    footer and the JSON's length in 10 digits. NVIDIA's toolkit mounts the library into containers, not files beside it."""
+    data = (json.dumps(config, indent=1) + "\n").encode()
+    return library + data + MOCK_CONFIG_FOOTER + b"%010d\n" % len(data)
+
+
+def installed_library_file(prefix, profile, version):
+    """The driver package's own libnvidia-ml.so.<version> on the host (Debian's is in nvidia/current, behind its
+    alternatives links), None when it is not installed."""
+    directory = os.path.join(prefix, "root", _library_dir(profile))
+    for where in (os.path.join(directory, "nvidia", "current"), directory):
+        path = os.path.join(where, "libnvidia-ml.so." + version)
+        if os.path.isfile(path) and not os.path.islink(path):
+            return os.path.realpath(path)
+    return None
+
+
+def expose_to_nvidia_software(prefix, dev_dir="/dev"):
+    """What NVIDIA's software on the host reads of the GPU, made from the simulation: NVIDIA's mock NVML in the
+    installed driver library's own place (the toolkit looks for libnvidia-ml.so.1 beside libcuda, not in the linker's
+    order), carrying the node's configuration (patch 0002), and the device nodes in ``dev_dir``. Returns
+    {"changed", "library", "device_nodes"}. Raises GpusimError while the module is unloaded or the mock cannot serve."""
+    profile = installed_profile(prefix)
+    state = node_state(prefix, profile)
+    refusal = mock_nvml_refusal(prefix, profile)
+    if refusal:
+        raise GpusimError("NVIDIA's mock NVML cannot stand for this host's library: %s" % refusal)
+    if not state["module_loaded"]:
+        raise GpusimError("the simulated nvidia module is not loaded: the driver's own library stays (gpusim reload)")
+    path = installed_library_file(prefix, profile, state["userspace"])
+    if path is None:
+        raise GpusimError("no libnvidia-ml.so.%s is installed" % state["userspace"])
+    mock = os.path.join(prefix, MOCK_NVML_DIR)
+    with open(os.path.join(mock, MOCK_NVML_LIBRARY), "rb") as handle:
+        library = handle.read()
+    with open(os.path.join(mock, "configs", _mock_model(profile) + ".json"), encoding="utf-8") as handle:
+        config = render_mock_config(json.load(handle), profile, state)
+    wanted = library_with_config(library, config)
+    with open(path, "rb") as handle:
+        changed = handle.read() != wanted
+    _replace_file(path, wanted)
+    nodes = []
+    root_dev = os.path.join(prefix, "root", "dev")
+    for name in sorted(os.listdir(root_dev)):
+        current = _current(os.path.join(root_dev, name))
+        if name.startswith("nvidia") and current and current[0] == "char":
+            target = os.path.join(dev_dir, name)
+            if _current(target) != current:
+                if os.path.lexists(target):
+                    os.unlink(target)
+                os.mknod(target, stat.S_IFCHR | current[3], os.makedev(current[1], current[2]))
+                os.chmod(target, current[3])
+                changed = True
+            nodes.append(target)
+    return {"changed": changed, "library": path, "device_nodes": nodes}
+
+
+DRIVER_ROOT_LIBRARIES = "usr/lib/x86_64-linux-gnu"
+
+
+def _extract_debs(debs, into):
+    for deb in debs:
+        run = subprocess.run(["dpkg-deb", "-x", deb, into], capture_output=True, text=True, check=False)
+        if run.returncode != 0:
+            raise GpusimError("dpkg-deb -x %s: %s" % (deb, run.stderr.strip()))
+
+
+def lay_driver_root(root, mock_dir, profile, gpu_count, version, debs):
+    """A driver root as NVIDIA's driver container lays it for the GPU Operator (``/run/nvidia/driver``): the driver's
+    user space from Debian's packages ``debs`` (libcuda, nvidia-smi) with its libraries in ``usr/lib/x86_64-linux-gnu``,
+    NVIDIA's mock NVML in ``libnvidia-ml.so.<version>``'s place carrying the profile's first ``gpu_count`` GPUs at
+    ``version``, their device nodes and the loaded module's version. SIMULATED: the GPUs, the kernel module and the
+    NVML library. A root laid before is replaced whole. Returns the files laid, relative to ``root``."""
+    gpus = sorted(profile["gpus"], key=lambda gpu: gpu["index"])[:gpu_count]
+    shutil.rmtree(root, ignore_errors=True)
+    with_tree = os.path.join(root, ".debs")
+    os.makedirs(with_tree)
+    _extract_debs(debs, with_tree)
+    libraries = os.path.join(root, DRIVER_ROOT_LIBRARIES)
+    os.makedirs(libraries)
+    os.makedirs(os.path.join(root, "usr", "bin"))
+    for directory, _dirs, files in os.walk(with_tree):
+        for name in files:
+            source = os.path.join(directory, name)
+            if name == "nvidia-smi":  # Debian's: usr/lib/nvidia/current/nvidia-smi, linked by its alternatives
+                shutil.copy2(source, os.path.join(root, "usr", "bin", name))
+            elif name.startswith("libcuda.so.") and name.count(".") > 2 and not os.path.islink(source):
+                shutil.copy2(source, os.path.join(libraries, name))
+    shutil.rmtree(with_tree)
+    with open(os.path.join(mock_dir, MOCK_NVML_LIBRARY), "rb") as handle:
+        library = handle.read()
+    with open(os.path.join(mock_dir, "configs", _mock_model(profile) + ".json"), encoding="utf-8") as handle:
+        config = render_mock_config(json.load(handle), dict(profile, gpus=gpus),
+                                    {"module_version": version, "userspace": version})
+    with open(os.path.join(libraries, "libnvidia-ml.so." + version), "wb") as handle:
+        handle.write(library_with_config(library, config))
+    for name in ("libnvidia-ml.so.", "libcuda.so."):
+        if os.path.exists(os.path.join(libraries, name + version)):
+            os.symlink(name + version, os.path.join(libraries, name + "1"))
+    os.makedirs(os.path.join(root, "sys", "module", "nvidia"))
+    with open(os.path.join(root, "sys", "module", "nvidia", "version"), "w", encoding="utf-8") as handle:
+        handle.write(version + "\n")
+    os.makedirs(os.path.join(root, "dev"))
+    nodes = [("nvidiactl", NV_MAJOR, 255)] + [("nvidia%d" % gpu["minor"], NV_MAJOR, gpu["minor"]) for gpu in gpus]
+    for name, major, minor in nodes:
+        os.mknod(os.path.join(root, "dev", name), stat.S_IFCHR | 0o666, os.makedev(major, minor))
+        os.chmod(os.path.join(root, "dev", name), 0o666)
+    return sorted(os.path.relpath(os.path.join(directory, name), root)
+                  for directory, dirs, files in os.walk(root) for name in files + [d for d in dirs if os.path.islink(os.path.join(directory, d))])
+
+
 # --------------------------------------------------------------------------- API of the runtime stand-in
 
 
@@ -1112,6 +1228,27 @@ def _parser(prefix):
     return parser
 
 
+def _driver_root_command(argv):
+    parser = argparse.ArgumentParser(prog="gpusim.py driver-root", description=lay_driver_root.__doc__.split(". ")[0])
+    parser.add_argument("--root", required=True)
+    parser.add_argument("--mock-dir", required=True, help="NVIDIA's mock NVML build (libnvidia-ml.so, configs/)")
+    parser.add_argument("--profile", required=True, help="profile JSON file")
+    parser.add_argument("--gpus", type=int, required=True, help="how many of the profile's GPUs")
+    parser.add_argument("--version", required=True, help="the driver version (library and loaded module)")
+    parser.add_argument("--debs", nargs="+", required=True, help="Debian's driver packages (libcuda1, nvidia-smi)")
+    args = parser.parse_args(argv)
+    try:
+        profile = load_profile(args.profile)
+        if _mock_model(profile) is None:
+            raise GpusimError("the mock NVML has no configuration for the GPUs of %s" % args.profile)
+        laid = lay_driver_root(args.root, args.mock_dir, profile, args.gpus, args.version, args.debs)
+    except GpusimError as error:
+        sys.stderr.write("gpusim: %s\n" % error)
+        return 1
+    print(json.dumps({"changed": True, "root": args.root, "files": laid}))
+    return 0
+
+
 def main(argv=None, prefix=None):
     """The CLI; prefix: the default --prefix (the bin/gpusim wrapper passes its own)."""
     argv = sys.argv[1:] if argv is None else argv
@@ -1120,6 +1257,18 @@ def main(argv=None, prefix=None):
         parser.add_argument("--prefix", required=prefix is None, default=prefix)
         known, rest = parser.parse_known_args(argv[1:])
         return nvidia_smi(known.prefix, rest)
+    if argv[:1] == ["expose"]:
+        parser = argparse.ArgumentParser(prog="gpusim.py expose", description=expose_to_nvidia_software.__doc__.split(": ")[0])
+        parser.add_argument("--prefix", required=prefix is None, default=prefix)
+        known = parser.parse_args(argv[1:])
+        try:
+            print(json.dumps(expose_to_nvidia_software(known.prefix)))
+        except GpusimError as error:
+            sys.stderr.write("gpusim: %s\n" % error)
+            return 1
+        return 0
+    if argv[:1] == ["driver-root"]:
+        return _driver_root_command(argv[1:])
     if argv[:1] == ["modprobe"]:
         try:
             modprobe(prefix or "/opt/gpusim", argv[1:])

@@ -704,3 +704,86 @@ def test_nvidia_smi_runs_the_real_binary_on_the_mock_while_the_module_is_loaded(
         "userspace": "535.261.03", "module_loaded": False, "module_version": None, "modules_unloaded": ["nvidia"]})
     assert gpusim.nvidia_smi(str(prefix), ["-L"]) == 9
     assert len(calls) == 1
+
+
+def _parse_carried_config(data: bytes) -> dict:
+    """What the lab's patch 0002 of the mock reads back (embedded_config.go): the footer, then the JSON before it."""
+    mark = gpusim.MOCK_CONFIG_FOOTER
+    footer = data[-(len(mark) + 11):]
+    assert footer.startswith(mark) and footer.endswith(b"\n")
+    length = int(footer[len(mark):-1])
+    return json.loads(data[-(len(mark) + 11) - length:-(len(mark) + 11)])
+
+
+def test_the_mock_library_carries_its_configuration_after_the_elf_image():
+    carried = gpusim.library_with_config(b"\x7fELF-image", {"version": "1.0", "devices": [{"index": 0}]})
+    assert carried.startswith(b"\x7fELF-image")
+    assert _parse_carried_config(carried) == {"version": "1.0", "devices": [{"index": 0}]}
+    patch = next((REPO / "lab" / "nvidia" / "patches" / "k8s-test-infra").glob("0002-*.patch")).read_text()
+    assert '+const configFooterMark = "\\n#gpusim-mock-nvml-config:"' in patch  # the mark the Go side reads
+    assert gpusim.MOCK_CONFIG_FOOTER == b"\n#gpusim-mock-nvml-config:"
+
+
+def _debian_package(directory: Path, name: str, files: dict[str, str]) -> Path:
+    root = directory / name
+    (root / "DEBIAN").mkdir(parents=True)
+    (root / "DEBIAN" / "control").write_text(f"Package: {name}\nVersion: 1\nArchitecture: amd64\nMaintainer: x <x@x>\n"
+                                             f"Description: {name}\n")
+    for path, content in files.items():
+        (root / path).parent.mkdir(parents=True, exist_ok=True)
+        (root / path).write_text(content)
+    deb = directory / f"{name}.deb"
+    subprocess.run(["dpkg-deb", "--root-owner-group", "--build", str(root), str(deb)], check=True, stdout=subprocess.DEVNULL)
+    return deb
+
+
+def test_a_driver_root_as_nvidias_driver_container_lays_it(tmp_path):
+    requires_mknod()
+    _with_mock(tmp_path / "kit")
+    debs = [_debian_package(tmp_path, "libcuda1", {"usr/lib/x86_64-linux-gnu/nvidia/current/libcuda.so.535.261.03": "cuda"}),
+            _debian_package(tmp_path, "nvidia-smi", {"usr/lib/nvidia/current/nvidia-smi": "smi"})]
+    root = tmp_path / "root"
+    (root / "stale").mkdir(parents=True)
+    laid = gpusim.lay_driver_root(str(root), str(tmp_path / "kit" / "mocknvml"), profile_data("h100x8"), 3, "535.261.03",
+                                  [str(deb) for deb in debs])
+    libraries = "usr/lib/x86_64-linux-gnu/"
+    assert laid == sorted(["dev/nvidia0", "dev/nvidia1", "dev/nvidia2", "dev/nvidiactl", "sys/module/nvidia/version",
+                           "usr/bin/nvidia-smi", libraries + "libcuda.so.1", libraries + "libcuda.so.535.261.03",
+                           libraries + "libnvidia-ml.so.1", libraries + "libnvidia-ml.so.535.261.03"])
+    config = _parse_carried_config((root / libraries / "libnvidia-ml.so.535.261.03").read_bytes())
+    assert config["system"]["driver_version"] == "535.261.03"
+    assert [device["uuid"] for device in config["devices"]] == [gpu["uuid"] for gpu in profile_data("h100x8")["gpus"][:3]]
+    assert os.readlink(root / libraries / "libnvidia-ml.so.1") == "libnvidia-ml.so.535.261.03"
+    node = (root / "dev" / "nvidia2").stat()
+    assert stat.S_ISCHR(node.st_mode) and (os.major(node.st_rdev), os.minor(node.st_rdev)) == (195, 2)
+    assert stat.S_IMODE(node.st_mode) == 0o666
+    assert (root / "sys" / "module" / "nvidia" / "version").read_text() == "535.261.03\n"
+    assert not (root / "stale").exists()  # laid again whole
+
+
+def test_the_mock_takes_the_installed_librarys_own_place_with_the_device_nodes(tmp_path, real_smi, monkeypatch):
+    requires_mknod()
+    library_dir = install_host_userspace(tmp_path / "host", "535.261.03")
+    prefix = tmp_path / "sim"
+    build_profile("h100x8", prefix, userspace="host", host_root=str(tmp_path / "host"))
+    _with_mock(prefix)
+    state = {"userspace": "535.261.03", "module_loaded": True, "module_version": "535.261.03", "modules_unloaded": []}
+    monkeypatch.setattr(gpusim, "node_state", lambda *_args: state)
+    dev = tmp_path / "dev"
+    dev.mkdir()
+    exposed = gpusim.expose_to_nvidia_software(str(prefix), str(dev))
+    library = library_dir / "libnvidia-ml.so.535.261.03"
+    assert exposed["changed"] and exposed["library"] == str(library.resolve())
+    carried = library.read_bytes()
+    assert carried.startswith(b"\x7fELF")
+    config = _parse_carried_config(carried)
+    assert config["system"]["driver_version"] == "535.261.03"
+    assert [device["uuid"] for device in config["devices"]] == [gpu["uuid"] for gpu in profile_data("h100x8")["gpus"]]
+    assert sorted(Path(path).name for path in exposed["device_nodes"]) == sorted(
+        name for name in os.listdir(prefix / "root" / "dev") if name.startswith("nvidia"))
+    node = (dev / "nvidia3").stat()
+    assert stat.S_ISCHR(node.st_mode) and (os.major(node.st_rdev), os.minor(node.st_rdev)) == (195, 3)
+    assert gpusim.expose_to_nvidia_software(str(prefix), str(dev))["changed"] is False
+    state["module_loaded"] = False
+    with pytest.raises(gpusim.GpusimError, match="module is not loaded: the driver's own library stays"):
+        gpusim.expose_to_nvidia_software(str(prefix), str(dev))

@@ -5,7 +5,12 @@ tests build packages with the real names and dependency relations (binaries clea
 stand-ins), index them and sign the index with a throwaway key. The layout mirrors NVIDIA's
 flat repository (``<url>/$(ARCH)/``, suite ``/``) so the roles' repository code runs unchanged.
 
+With ``--nvidia-debs``, the versions NVIDIA's own packages were built for (``make nvidia-builds``, from the tag's
+``packaging/debian``) are served as NVIDIA built them; only ``libnvidia-container1`` and
+``libnvidia-container-tools`` stay stand-ins (libnvidia-container does not build offline).
+
 Usage: build_toolkit_repo.py --out DIR [--versions 1.17.7-1 1.17.8-1] [--arch amd64] [--archive FILE.tar.gz]
+                             [--nvidia-debs DIR ...]
 """
 
 from __future__ import annotations
@@ -163,15 +168,45 @@ def build_deb(pkg: Package, version: str, arch: str, outdir: Path, workdir: Path
     return deb
 
 
-def build_repository(out: Path, versions: list[str], arch: str) -> Path:
-    """Build the packages of every version and the signed repository under ``out``."""
+# NVIDIA's own packages, built from the tag's packaging/debian (lab/gpufleet_lab/nvidia_builds.py); with them the
+# repository's stand-ins are only libnvidia-container's, which the lab cannot build offline.
+NVIDIA_BUILT = ("nvidia-container-toolkit", "nvidia-container-toolkit-base", "nvidia-container-toolkit-operator-extensions")
+LIBNVIDIA_CONTAINER = ("libnvidia-container1", "libnvidia-container-tools")
+
+
+def nvidia_debs(directories: list[Path], arch: str) -> dict[str, list[Path]]:
+    """NVIDIA's toolkit packages in ``directories``, by Debian version; every version must have all of NVIDIA_BUILT."""
+    by_version: dict[str, list[Path]] = {}
+    for directory in directories:
+        for deb in sorted(directory.glob(f"*_{arch}.deb")):
+            name, version, _ = deb.name.split("_")
+            if name in NVIDIA_BUILT:
+                by_version.setdefault(version, []).append(deb)
+    for version, debs in by_version.items():
+        missing = set(NVIDIA_BUILT) - {deb.name.split("_")[0] for deb in debs}
+        if missing:
+            raise SystemExit(f"NVIDIA's toolkit {version}: no package {', '.join(sorted(missing))} in "
+                             f"{', '.join(map(str, directories))} (make nvidia-builds)")
+    if directories and not by_version:
+        raise SystemExit(f"no NVIDIA toolkit package for {arch} in {', '.join(map(str, directories))} (make nvidia-builds)")
+    return by_version
+
+
+def build_repository(out: Path, versions: list[str], arch: str, nvidia: dict[str, list[Path]] | None = None) -> Path:
+    """Build the packages of every version and the signed repository under ``out``. With ``nvidia`` (NVIDIA's
+    packages by version), those versions are NVIDIA's packages plus the libnvidia-container stand-ins."""
+    nvidia = nvidia or {}
     arch_dir = out / arch
     if out.exists():
         shutil.rmtree(out)
     arch_dir.mkdir(parents=True)
     with tempfile.TemporaryDirectory(prefix="standin-build-") as work:
         debs = [build_deb(pkg, version, arch, arch_dir, Path(work))
-                for version in versions for pkg in packages_for(version, arch)]
+                for version in versions for pkg in packages_for(version, arch)
+                if version not in nvidia or pkg.name in LIBNVIDIA_CONTAINER]
+    for version in versions:
+        for deb in nvidia.get(version, []):
+            debs.append(Path(shutil.copy(deb, arch_dir / deb.name)))
     indexes = apt_repo.write_packages(arch_dir, debs, arch_dir)
     (arch_dir / "Release").write_text(apt_repo.release_text(arch_dir, indexes, RELEASE_FIELDS | {"Architectures": arch}),
                                       encoding="utf-8")
@@ -187,11 +222,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--versions", nargs="+", default=list(DEFAULT_VERSIONS), help="Debian versions to build")
     parser.add_argument("--arch", default="amd64", help="Debian architecture (default amd64)")
     parser.add_argument("--archive", type=Path, help="also write the repository as a .tar.gz (one file to copy)")
+    parser.add_argument("--nvidia-debs", nargs="+", type=Path, default=[],
+                        help="directories of NVIDIA's toolkit packages (make nvidia-builds): their versions are served "
+                             "as NVIDIA built them, with stand-ins for libnvidia-container only")
     args = parser.parse_args(argv)
     for tool in ("dpkg-deb", "gpg"):
         if shutil.which(tool) is None:
             parser.error(f"{tool} not found: install Debian's dpkg and gnupg")
-    out = build_repository(args.out.resolve(), args.versions, args.arch)
+    nvidia = nvidia_debs(args.nvidia_debs, args.arch)
+    unknown = set(nvidia) - set(args.versions)
+    if unknown:
+        parser.error(f"--nvidia-debs holds {', '.join(sorted(unknown))}, not in --versions {' '.join(args.versions)}")
+    out = build_repository(args.out.resolve(), args.versions, args.arch, nvidia)
     if args.archive:
         with tarfile.open(args.archive, "w:gz") as archive:
             archive.add(out, arcname=".")

@@ -224,3 +224,45 @@ def test_oci_image_layout(tmp_path: Path):
     with tarfile.open(fileobj=__import__("io").BytesIO(blobs[manifest["layers"][0]["digest"]])) as layer:
         assert layer.getmember("bin/busybox").mode == 0o755
         assert layer.getmember("bin/sleep").linkname == "busybox"
+
+
+def _fake_nvidia_deb(directory: Path, name: str, version: str) -> Path:
+    """A package named and versioned as NVIDIA's build of it (make nvidia-builds) would be."""
+    root = directory / f"{name}-{version}-tree"
+    (root / "DEBIAN").mkdir(parents=True)
+    (root / "DEBIAN" / "control").write_text(
+        f"Package: {name}\nVersion: {version}\nArchitecture: amd64\nMaintainer: NVIDIA CORPORATION <cudatools@nvidia.com>\n"
+        f"Description: NVIDIA's {name}\n")
+    deb = directory / f"{name}_{version}_amd64.deb"
+    subprocess.run(["dpkg-deb", "--root-owner-group", "--build", str(root), str(deb)], check=True, stdout=subprocess.DEVNULL)
+    return deb
+
+
+def test_nvidias_packages_are_served_with_libnvidia_container_stand_ins(tmp_path: Path):
+    built = tmp_path / "toolkit-1.20.0"
+    built.mkdir()
+    for name in repo_builder.NVIDIA_BUILT:
+        _fake_nvidia_deb(built, name, "1.20.0-1")
+    out = repo_builder.build_repository(tmp_path / "repo", ["1.20.0-1"], "amd64",
+                                        repo_builder.nvidia_debs([built], "amd64"))
+    stanzas = {s["Package"]: s for s in _stanzas((out / "amd64" / "Packages").read_text())}
+    assert sorted(stanzas) == sorted(repo_builder.NVIDIA_BUILT + repo_builder.LIBNVIDIA_CONTAINER)
+    for name in repo_builder.NVIDIA_BUILT:
+        assert stanzas[name]["Maintainer"] == "NVIDIA CORPORATION <cudatools@nvidia.com>"
+        assert "STAND-IN" not in stanzas[name]["Description"]
+    for name in repo_builder.LIBNVIDIA_CONTAINER:
+        assert "STAND-IN" in stanzas[name]["Description"] and stanzas[name]["Version"] == "1.20.0-1"
+
+
+def test_a_version_missing_one_of_nvidias_packages_is_refused(tmp_path: Path):
+    _fake_nvidia_deb(tmp_path, "nvidia-container-toolkit", "1.20.0-1")
+    with pytest.raises(SystemExit, match="NVIDIA's toolkit 1.20.0-1: no package nvidia-container-toolkit-base, "
+                                         "nvidia-container-toolkit-operator-extensions"):
+        repo_builder.nvidia_debs([tmp_path], "amd64")
+
+
+def test_nvidias_packages_of_a_version_not_served_are_refused(tmp_path: Path):
+    for name in repo_builder.NVIDIA_BUILT:
+        _fake_nvidia_deb(tmp_path, name, "1.20.0-1")
+    with pytest.raises(SystemExit):
+        repo_builder.main(["--out", str(tmp_path / "repo"), "--versions", "1.17.8-1", "--nvidia-debs", str(tmp_path)])
