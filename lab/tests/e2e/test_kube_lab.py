@@ -11,16 +11,18 @@ from __future__ import annotations
 import json
 import re
 import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any, Callable, TypeVar
 
+import yaml
 from kubernetes.client.rest import ApiException
 
 from gpufleet_lab import gpuprofiles, kube, kube_images, sysctl
 from gpufleet_lab.inventory import write_inventory
 from gpufleet_lab.common import LabSettings
-from gpufleet_lab.node import NodeSpec, other_labs
+from gpufleet_lab.node import NodeSpec, node_add, node_rm, other_labs
 
 T = TypeVar("T")
 NS = "kube-system"
@@ -343,6 +345,104 @@ def test_time_slicing_replicas_multiply_the_devices(lab_nodes: dict[str, NodeSpe
     expected = 3 * profile_gpu_count(spec)
     wait(f"{name} Allocatable nvidia.com/gpu == {expected}", lambda: allocatable_gpus(core, name) == expected,
          timeout=120)
+
+
+REPO = Path(__file__).resolve().parents[3]
+NVIDIA_NODE = "gflab-nvidia"
+# Debian's driver packages a node with the driver needs for nvidia-smi and libcuda (the mirror's own versions)
+DRIVER_PACKAGES = ("nvidia-smi", "libnvidia-ml1", "libcuda1", "nvidia-alternative", "libnvidia-ptxjitcompiler1",
+                   "libnvidia-pkcs11-openssl3", "nvidia-legacy-check")
+GPU_LINE = re.compile(r"^GPU \d+: NVIDIA H100 80GB HBM3 \(UUID: (GPU-[0-9a-f-]+)\)$", flags=re.M)
+
+
+def on_node(*argv: str) -> str:
+    done = subprocess.run(["docker", "exec", NVIDIA_NODE, *argv], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, f"{argv}: rc {done.returncode}\n{done.stdout}\n{done.stderr}"
+    return done.stdout
+
+
+def install_nvidias_stack(tmp_path: Path) -> None:
+    """Debian's driver user space from the lab's mirror, the simulated module loaded and NVIDIA's mock in the
+    library's place (gpusim expose), NVIDIA's toolkit 1.20.0 packages (libnvidia-container: stand-ins) with
+    containerd's default runtime and the secure settings the collection sets, and NVIDIA's device plugin v0.20.0
+    with the volume-mounts strategy, run on the node as a process (its image is not built yet)."""
+    mirror = yaml.safe_load((REPO / ".build" / "package-mirror" / "versions.yml").read_text())
+    version = mirror["driver_package_version"]["current"]
+    on_node("sh", "-ec", "cp /srv/gpufleet-package-mirror/gpgkey /etc/apt/keyrings/gpufleet-mirror.asc && echo "
+            "'deb [signed-by=/etc/apt/keyrings/gpufleet-mirror.asc] file:/srv/gpufleet-package-mirror gpufleet-lab main' "
+            "> /etc/apt/sources.list.d/gpufleet-mirror.list && apt-get update -qq")
+    on_node("env", "DEBIAN_FRONTEND=noninteractive", "apt-get", "install", "-y", "-qq", "--no-install-recommends",
+            *(f"{package}={version}" for package in DRIVER_PACKAGES))
+    on_node("/opt/gpusim/bin/gpusim", "reload")
+    exposed = json.loads(on_node("python3", "/opt/gpusim/lib/gpusim.py", "expose", "--prefix", "/opt/gpusim"))
+    assert exposed["library"].endswith(f"libnvidia-ml.so.{mirror['driver']['current']}")
+    repo = tmp_path / "toolkit-repo"
+    subprocess.run([sys.executable, str(REPO / "tests" / "standins" / "build_toolkit_repo.py"), "--out", str(repo),
+                    "--versions", "1.20.0-1", "--nvidia-debs", str(REPO / ".build" / "nvidia" / "toolkit-1.20.0" / "debs")],
+                   check=True, capture_output=True)
+    subprocess.run(["docker", "cp", f"{repo}/amd64", f"{NVIDIA_NODE}:/var/tmp/toolkit"], check=True)
+    debs = [f"/var/tmp/toolkit/{name}_1.20.0-1_amd64.deb" for name in (
+        "libnvidia-container1", "libnvidia-container-tools", "nvidia-container-toolkit-base", "nvidia-container-toolkit")]
+    on_node("dpkg", "-i", *debs)
+    on_node("nvidia-ctk", "runtime", "configure", "--runtime=containerd", "--set-as-default")
+    on_node("nvidia-ctk", "config", "--in-place", "--set", "accept-nvidia-visible-devices-envvar-when-unprivileged=false",
+            "--set", "accept-nvidia-visible-devices-as-volume-mounts=true")
+    on_node("systemctl", "restart", "containerd")
+    plugin = REPO / ".build" / "nvidia" / "device-plugin-0.20.0" / "bin" / "nvidia-device-plugin"
+    subprocess.run(["docker", "cp", str(plugin), f"{NVIDIA_NODE}:/usr/local/bin/nvidia-device-plugin"], check=True)
+    subprocess.run(["docker", "exec", "-d", NVIDIA_NODE, "sh", "-c", "exec /usr/local/bin/nvidia-device-plugin "
+                    "--device-list-strategy volume-mounts --fail-on-init-error=true > /var/log/nvidia-device-plugin.log 2>&1"],
+                   check=True)
+
+
+def run_pod(core: Any, name: str, gpus: int, env: dict[str, str] | None = None) -> tuple[Any, str]:
+    pod = smoke_pod(name, gpus)
+    container = pod["spec"]["containers"][0]
+    container["args"] = ["ls /dev/nvidia* 2>&1; nvidia-smi -L"]
+    if not gpus:
+        del container["resources"]
+    container["env"] = [{"name": key, "value": value} for key, value in (env or {}).items()]
+    pod["spec"]["nodeName"] = NVIDIA_NODE
+    core.create_namespaced_pod("default", pod)
+    done = wait(f"{name} finished", lambda: (p := core.read_namespaced_pod(name, "default")).status.phase
+                in ("Succeeded", "Failed") and p, timeout=120)
+    return done, core.read_namespaced_pod_log(name, "default")
+
+
+def allocated_device_ids(pod_uid: str) -> list[str]:
+    """The devices the kubelet gave the pod, from its device manager's checkpoint."""
+    checkpoint = json.loads(on_node("cat", "/var/lib/kubelet/device-plugins/kubelet_internal_checkpoint"))
+    return sorted(device for entry in checkpoint["Data"]["PodDeviceEntries"] if entry["PodUID"] == pod_uid
+                  for ids in entry["DeviceIDs"].values() for device in ids)
+
+
+def test_nvidias_plugin_and_toolkit_give_a_pod_exactly_its_gpus(lab_up: LabSettings, k8s: Any, tmp_path: Path) -> None:
+    """NVIDIA's code above the SIMULATED GPU and module: the device plugin on the mock NVML, the toolkit's runtime
+    (jit-cdi) injecting the driver's nvidia-smi and the mock, the real nvidia-smi in the pod."""
+    core = k8s[0]
+    node_add(NVIDIA_NODE, "h100x8", "/var/lib/kubelet", userspace="host")
+    try:
+        install_nvidias_stack(tmp_path)
+        wait(f"{NVIDIA_NODE} Allocatable nvidia.com/gpu == 8", lambda: allocatable_gpus(core, NVIDIA_NODE) == 8, timeout=120)
+        assert "Registered device plugin for 'nvidia.com/gpu' with Kubelet" in on_node("cat", "/var/log/nvidia-device-plugin.log")
+        pod, log = run_pod(core, "nvidia-two", 2)
+        assert pod.status.phase == "Succeeded", log
+        uuids = GPU_LINE.findall(log)
+        profile_uuids = {gpu.uuid for gpu in gpuprofiles.find_profile("h100x8").gpus}
+        assert len(uuids) == 2 and set(uuids) <= profile_uuids, log
+        assert sorted(uuids) == allocated_device_ids(pod.metadata.uid), log
+        assert len(re.findall(r"^/dev/nvidia\d+$", log, flags=re.M)) == 2, log
+        # unprivileged, no GPU asked for, NVIDIA_VISIBLE_DEVICES=all: NVIDIA's runtime gives it nothing
+        pod, log = run_pod(core, "nvidia-sneaky", 0, {"NVIDIA_VISIBLE_DEVICES": "all"})
+        assert pod.status.phase == "Failed" and "nvidia-smi: not found" in log, log
+        assert "No such file or directory" in log and not GPU_LINE.search(log), log
+    finally:
+        for name in ("nvidia-two", "nvidia-sneaky"):
+            try:
+                core.delete_namespaced_pod(name, "default", grace_period_seconds=0)
+            except ApiException:
+                pass
+        node_rm(NVIDIA_NODE)
 
 
 def test_down_leaves_nothing_behind(lab_nodes: dict[str, NodeSpec], lab_up: LabSettings,
