@@ -1229,7 +1229,7 @@ def _parser(prefix):
 
 
 def _driver_root_command(argv):
-    parser = argparse.ArgumentParser(prog="gpusim.py driver-root", description=lay_driver_root.__doc__.split(". ")[0])
+    parser = argparse.ArgumentParser(prog="gpusim.py driver-root", description=lay_driver_root.__doc__.split(". ", maxsplit=1)[0])
     parser.add_argument("--root", required=True)
     parser.add_argument("--mock-dir", required=True, help="NVIDIA's mock NVML build (libnvidia-ml.so, configs/)")
     parser.add_argument("--profile", required=True, help="profile JSON file")
@@ -1258,7 +1258,7 @@ def main(argv=None, prefix=None):
         known, rest = parser.parse_known_args(argv[1:])
         return nvidia_smi(known.prefix, rest)
     if argv[:1] == ["expose"]:
-        parser = argparse.ArgumentParser(prog="gpusim.py expose", description=expose_to_nvidia_software.__doc__.split(": ")[0])
+        parser = argparse.ArgumentParser(prog="gpusim.py expose", description=expose_to_nvidia_software.__doc__.split(": ", maxsplit=1)[0])
         parser.add_argument("--prefix", required=prefix is None, default=prefix)
         known = parser.parse_args(argv[1:])
         try:

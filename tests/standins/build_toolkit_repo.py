@@ -179,7 +179,7 @@ def nvidia_debs(directories: list[Path], arch: str) -> dict[str, list[Path]]:
     by_version: dict[str, list[Path]] = {}
     for directory in directories:
         for deb in sorted(directory.glob(f"*_{arch}.deb")):
-            name, version, _ = deb.name.split("_")
+            name, version = deb.name.split("_")[:2]
             if name in NVIDIA_BUILT:
                 by_version.setdefault(version, []).append(deb)
     for version, debs in by_version.items():
