@@ -936,6 +936,13 @@ def render_mock_config(base, profile, state):
     return config
 
 
+def mock_config(mock_dir, profile, state):
+    """The mock's configuration for this host: NVIDIA's configuration of the profile's GPU model (mock_dir/configs)
+    rendered by render_mock_config."""
+    with open(os.path.join(mock_dir, "configs", _mock_model(profile) + ".json"), encoding="utf-8") as handle:
+        return render_mock_config(json.load(handle), profile, state)
+
+
 def _replace_file(path, data):
     """Write data to path through a rename (a concurrent nvidia-smi reads the old or the new file, never half)."""
     try:
@@ -970,8 +977,7 @@ def mock_driver_root(prefix, profile, state):
         os.unlink(soname)
     if not os.path.islink(soname):
         os.symlink(os.path.basename(library), soname)
-    with open(os.path.join(mock, "configs", _mock_model(profile) + ".json"), encoding="utf-8") as handle:
-        config = render_mock_config(json.load(handle), profile, state)
+    config = mock_config(mock, profile, state)
     _replace_file(os.path.join(root, "config", "config.yaml"), (json.dumps(config, indent=1) + "\n").encode())
     return library_dir
 
@@ -1027,9 +1033,7 @@ def expose_to_nvidia_software(prefix, dev_dir="/dev"):
     mock = os.path.join(prefix, MOCK_NVML_DIR)
     with open(os.path.join(mock, MOCK_NVML_LIBRARY), "rb") as handle:
         library = handle.read()
-    with open(os.path.join(mock, "configs", _mock_model(profile) + ".json"), encoding="utf-8") as handle:
-        config = render_mock_config(json.load(handle), profile, state)
-    wanted = library_with_config(library, config)
+    wanted = library_with_config(library, mock_config(mock, profile, state))
     with open(path, "rb") as handle:
         changed = handle.read() != wanted
     _replace_file(path, wanted)
@@ -1083,9 +1087,7 @@ def lay_driver_root(root, mock_dir, profile, gpu_count, version, debs):
     shutil.rmtree(with_tree)
     with open(os.path.join(mock_dir, MOCK_NVML_LIBRARY), "rb") as handle:
         library = handle.read()
-    with open(os.path.join(mock_dir, "configs", _mock_model(profile) + ".json"), encoding="utf-8") as handle:
-        config = render_mock_config(json.load(handle), dict(profile, gpus=gpus),
-                                    {"module_version": version, "userspace": version})
+    config = mock_config(mock_dir, dict(profile, gpus=gpus), {"module_version": version, "userspace": version})
     with open(os.path.join(libraries, "libnvidia-ml.so." + version), "wb") as handle:
         handle.write(library_with_config(library, config))
     for name in ("libnvidia-ml.so.", "libcuda.so."):
