@@ -1004,6 +1004,12 @@ def library_with_config(library, config):
     return library + data + MOCK_CONFIG_FOOTER + b"%010d\n" % len(data)
 
 
+def carried_mock_library(mock_dir, profile, state):
+    """NVIDIA's mock library (mock_dir) carrying its configuration for this host."""
+    with open(os.path.join(mock_dir, MOCK_NVML_LIBRARY), "rb") as handle:
+        return library_with_config(handle.read(), mock_config(mock_dir, profile, state))
+
+
 def installed_library_file(prefix, profile, version):
     """The driver package's own libnvidia-ml.so.<version> on the host (Debian's is in nvidia/current, behind its
     alternatives links), None when it is not installed."""
@@ -1030,24 +1036,20 @@ def expose_to_nvidia_software(prefix, dev_dir="/dev"):
     path = installed_library_file(prefix, profile, state["userspace"])
     if path is None:
         raise GpusimError("no libnvidia-ml.so.%s is installed" % state["userspace"])
-    mock = os.path.join(prefix, MOCK_NVML_DIR)
-    with open(os.path.join(mock, MOCK_NVML_LIBRARY), "rb") as handle:
-        library = handle.read()
-    wanted = library_with_config(library, mock_config(mock, profile, state))
+    wanted = carried_mock_library(os.path.join(prefix, MOCK_NVML_DIR), profile, state)
     with open(path, "rb") as handle:
         changed = handle.read() != wanted
     _replace_file(path, wanted)
     nodes = []
     root_dev = os.path.join(prefix, "root", "dev")
     for name in sorted(os.listdir(root_dev)):
-        current = _current(os.path.join(root_dev, name))
-        if name.startswith("nvidia") and current and current[0] == "char":
+        node = _current(os.path.join(root_dev, name))
+        if name.startswith("nvidia") and node and node[0] == "char":
             target = os.path.join(dev_dir, name)
-            if _current(target) != current:
+            if not _matches(_current(target), node):
                 if os.path.lexists(target):
-                    os.unlink(target)
-                os.mknod(target, stat.S_IFCHR | current[3], os.makedev(current[1], current[2]))
-                os.chmod(target, current[3])
+                    _remove(target)
+                _make(target, node)
                 changed = True
             nodes.append(target)
     return {"changed": changed, "library": path, "device_nodes": nodes}
@@ -1085,22 +1087,17 @@ def lay_driver_root(root, mock_dir, profile, gpu_count, version, debs):
             elif name.startswith("libcuda.so.") and name.count(".") > 2 and not os.path.islink(source):
                 shutil.copy2(source, os.path.join(libraries, name))
     shutil.rmtree(with_tree)
-    with open(os.path.join(mock_dir, MOCK_NVML_LIBRARY), "rb") as handle:
-        library = handle.read()
-    config = mock_config(mock_dir, dict(profile, gpus=gpus), {"module_version": version, "userspace": version})
     with open(os.path.join(libraries, "libnvidia-ml.so." + version), "wb") as handle:
-        handle.write(library_with_config(library, config))
+        handle.write(carried_mock_library(mock_dir, dict(profile, gpus=gpus), {"module_version": version, "userspace": version}))
     for name in ("libnvidia-ml.so.", "libcuda.so."):
         if os.path.exists(os.path.join(libraries, name + version)):
             os.symlink(name + version, os.path.join(libraries, name + "1"))
     os.makedirs(os.path.join(root, "sys", "module", "nvidia"))
     with open(os.path.join(root, "sys", "module", "nvidia", "version"), "w", encoding="utf-8") as handle:
         handle.write(version + "\n")
-    os.makedirs(os.path.join(root, "dev"))
     nodes = [("nvidiactl", NV_MAJOR, 255)] + [("nvidia%d" % gpu["minor"], NV_MAJOR, gpu["minor"]) for gpu in gpus]
     for name, major, minor in nodes:
-        os.mknod(os.path.join(root, "dev", name), stat.S_IFCHR | 0o666, os.makedev(major, minor))
-        os.chmod(os.path.join(root, "dev", name), 0o666)
+        _make(os.path.join(root, "dev", name), ("char", major, minor, 0o666))
     return sorted(os.path.relpath(os.path.join(directory, name), root)
                   for directory, dirs, files in os.walk(root) for name in files + [d for d in dirs if os.path.islink(os.path.join(directory, d))])
 
