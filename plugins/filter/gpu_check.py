@@ -2,7 +2,8 @@
 # Copyright: (c) 2026, gpufleet maintainers
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Filters of playbooks/check.yml: one node's checks by layer, and the fleet's version drift."""
+"""Filters of playbooks/check.yml: one node's checks by layer, every node's entry in the report, and the fleet's
+version drift."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -90,6 +91,65 @@ def gpu_fleet_drift(nodes, fields):
     return {'fields': list(fields), 'drift': drift, 'rows': rows}
 
 
+def _unreadable_host(read):
+    return [{'id': 'host_readable', 'layer': 'host', 'status': 'fail',
+             'message': 'gpu_node_read could not read the host: %s' % read.get('msg', 'no result'),
+             'remedy': 'check that the node answers over Ansible\'s connection and has Python 3'}]
+
+
+def _unchecked(name):
+    return {'status': 'fail', 'layers': [], 'failed_checks': ['unreachable'], 'first_failing_layer': 'host',
+            'start_here': [{'id': 'unreachable', 'message': name + ' could not be checked',
+                            'remedy': 'check that the node answers over Ansible\'s connection'}]}
+
+
+def _observed_versions(read, images):
+    """The versions check.yml compares across the fleet, as the node read found them (never the inventory's pins)."""
+    observed = (read.get('host') or {}).get('nvidia_gpu') or {}
+    driver = observed.get('driver') or {}
+    packages = dict((name, state.get('version')) for name, state in sorted((read.get('packages') or {}).items())
+                    if state.get('status') == 'installed')
+    return {
+        'driver_running': driver.get('kernel_module_version') or '',
+        'driver_userspace': driver.get('userspace_version') or '',
+        'driver_package': packages.get('libnvidia-ml1', ''),
+        'toolkit': packages.get('nvidia-container-toolkit', ''),
+        'containerd': packages.get('containerd', ''),
+        'kernel': (observed.get('kernel') or {}).get('release') or '',
+        'device_plugin': (images or [''])[0],
+    }
+
+
+def check_report_nodes(names, hostvars):
+    """One entry per node of a check.yml run: its checks in layers (gpu_check_layers) and the versions observed on it.
+
+    A node whose roles recorded no checks (its read never ran) fails as unreachable; one the read could not read
+    fails its host layer."""
+    nodes = []
+    for name in names:
+        host = hostvars[name]
+        read = host.get('check_node_read') or {}
+        if 'gpu_node_join_checks' in host:
+            host_checks = (read.get('host') or {}).get('checks') or _unreadable_host(read)
+            result = gpu_check_layers(host_checks, host['container_toolkit_checks'] + host['containerd_nvidia_checks']
+                                      + host['gpu_node_join_runtime_checks'], host['gpu_node_join_checks'])
+        else:
+            result = _unchecked(name)
+        nodes.append({
+            'host': name,
+            'group': host.get('check_drift_group', 'gpu_nodes'),
+            'status': result['status'],
+            'first_failing_layer': result['first_failing_layer'],
+            'start_here': result['start_here'],
+            'failed_checks': result['failed_checks'],
+            'critical_xids': [check['message'] for layer in result['layers'] for check in layer['checks']
+                              if check['id'] == 'critical_xids_absent' and check['status'] == 'fail'],
+            'layers': result['layers'],
+            'values': _observed_versions(read, host.get('gpu_node_join_device_plugin_images')),
+        })
+    return nodes
+
+
 class FilterModule(object):
     def filters(self):
-        return {'gpu_check_layers': gpu_check_layers, 'gpu_fleet_drift': gpu_fleet_drift}
+        return {'gpu_check_layers': gpu_check_layers, 'gpu_fleet_drift': gpu_fleet_drift, 'check_report_nodes': check_report_nodes}

@@ -18,6 +18,8 @@ __metaclass__ = type
 import json
 import re
 
+from ansible.module_utils.parsing.convert_bool import boolean
+
 from ansible_collections.gpufleet.node.plugins.module_utils import _openpgp
 
 URL = re.compile(r'^(https?|file)://[^\s]+$')
@@ -483,6 +485,72 @@ def gpu_self_check(s, facts, context):
     if not _matches(re.compile(r'^([0-9]+(\.[0-9]+)+)?$'), expected):
         out.append("gpu_self_check_expected_driver_version is '%s': expected a driver version such as 535.261.03, or "
                    "empty." % _text(expected))
+    return out
+
+
+# --------------------------------------------------------------------------- the playbook's agreement of the roles
+
+
+def runtime_strategy_problems(s):
+    """Why the container toolkit, containerd and the device plugin would not agree on how GPUs reach a pod.
+
+    The playbooks compose the roles, so they, not a role, compare the roles' settings: ``s`` holds
+    gpu_node_join_device_list_strategy, gpu_node_join_runtime_class, containerd_nvidia_mode,
+    containerd_nvidia_cdi_enabled and container_toolkit_accept_envvar_when_unprivileged,
+    container_toolkit_accept_devices_as_volume_mounts, container_toolkit_runtime_mode, container_toolkit_cdi_enabled
+    (each role's own default where the inventory sets none)."""
+    strategy = s['gpu_node_join_device_list_strategy']
+    named = 'gpu_node_join_device_list_strategy=' + strategy
+    out = _envvar_strategy_problems(s, strategy, named) + _mounts_strategy_problems(s, strategy, named)
+    if strategy == 'cdi-annotations':
+        out += _cdi_strategy_problems(s, named)
+    mode = s['containerd_nvidia_mode']
+    runtime_class = boolean(s['gpu_node_join_runtime_class'], strict=False)
+    if (mode == 'runtimeclass') != runtime_class:
+        out.append('containerd_nvidia_mode is %s but gpu_node_join_runtime_class is %s: %s' % (
+            mode, str(runtime_class).lower(),
+            'the nvidia runtime is not the default, so pods get GPUs only through a RuntimeClass; set '
+            'gpu_node_join_runtime_class=true' if mode == 'runtimeclass'
+            else 'set gpu_node_join_runtime_class=true only with containerd_nvidia_mode=runtimeclass'))
+    return out
+
+
+def _envvar_strategy_problems(s, strategy, named):
+    envvar = boolean(s['container_toolkit_accept_envvar_when_unprivileged'], strict=False)
+    if strategy == 'envvar' and not envvar:
+        return [named + ' needs container_toolkit_accept_envvar_when_unprivileged=true, but it is false (the secure '
+                'setting), so the runtime would ignore every allocation; use the strategy volume-mounts, or accept the '
+                'INSECURE envvar setting explicitly']
+    if strategy != 'envvar' and envvar:
+        return [named + ' is meant to keep GPUs from pods that set NVIDIA_VISIBLE_DEVICES themselves, but '
+                'container_toolkit_accept_envvar_when_unprivileged=true lets any pod of the nvidia runtime take every '
+                'GPU; set it to false, or choose the strategy envvar explicitly']
+    return []
+
+
+def _mounts_strategy_problems(s, strategy, named):
+    if strategy != 'volume-mounts':
+        return []
+    if not boolean(s['container_toolkit_accept_devices_as_volume_mounts'], strict=False):
+        return [named + ' needs container_toolkit_accept_devices_as_volume_mounts=true, but it is false, so the runtime '
+                'would ignore every allocation']
+    if s['container_toolkit_runtime_mode'] == 'cdi':
+        return [named + ' does not work with container_toolkit_runtime_mode=cdi: in cdi mode toolkit 1.17 reads only CDI '
+                'names from device-list volume mounts; use mode auto or legacy']
+    return []
+
+
+def _cdi_strategy_problems(s, named):
+    out = []
+    if s['container_toolkit_runtime_mode'] != 'cdi':
+        out.append(named + ' needs container_toolkit_runtime_mode=cdi (toolkit 1.17 ignores CDI annotations in mode %s)'
+                   % s['container_toolkit_runtime_mode'])
+    if not boolean(s['container_toolkit_cdi_enabled'], strict=False):
+        out.append(named + ' needs container_toolkit_cdi_enabled=true (in cdi mode the plugin reaches its GPUs through '
+                   'the toolkit\'s CDI spec)')
+    if not boolean(s['containerd_nvidia_cdi_enabled'], strict=False):
+        out.append(named + ' needs containerd_nvidia_cdi_enabled=true (containerd must pass the cdi.k8s.io/* annotations '
+                   'or inject them)')
     return out
 
 

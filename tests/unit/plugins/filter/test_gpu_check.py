@@ -5,7 +5,7 @@ import pytest
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpufleet.node.plugins.filter.from_toml import from_toml
-from ansible_collections.gpufleet.node.plugins.filter.gpu_check import gpu_check_layers, gpu_fleet_drift
+from ansible_collections.gpufleet.node.plugins.filter.gpu_check import check_report_nodes, gpu_check_layers, gpu_fleet_drift
 
 
 def _check(check_id: str, status: str, layer: str = "", remedy: str = "") -> dict:
@@ -100,3 +100,47 @@ def test_from_toml_parses_and_names_a_bad_document() -> None:
     assert from_toml('[nvidia-container-runtime]\nmode = "cdi"\n') == {"nvidia-container-runtime": {"mode": "cdi"}}
     with pytest.raises(AnsibleFilterError, match="not a TOML document"):
         from_toml("mode = ")
+
+
+ROLE_CHECKS = {"container_toolkit_checks": [_check("toolkit_packages", "pass")],
+               "containerd_nvidia_checks": [_check("containerd_version", "fail", remedy="run containerd_nvidia")],
+               "gpu_node_join_runtime_checks": [_check("container_sees_gpus", "skip")],
+               "gpu_node_join_checks": [_check("allocatable_gpus", "pass")],
+               "gpu_node_join_device_plugin_images": ["nvcr.io/nvidia/k8s-device-plugin:v0.17.1"]}
+READ = {"host": {"checks": HEALTHY_HOST,
+                 "nvidia_gpu": {"driver": {"kernel_module_version": "535.261.03", "userspace_version": "535.216.03"},
+                                "kernel": {"release": "6.1.0-28-amd64"}}},
+        "packages": {"libnvidia-ml1": {"status": "installed", "version": "535.216.03-1"},
+                     "containerd": {"status": "installed", "version": "1.7.24~ds1-6+b2"},
+                     "nvidia-container-toolkit": {"status": "config-files", "version": "1.17.8-1"}}}
+
+
+def test_a_node_entry_takes_its_versions_from_the_node_read() -> None:
+    [node] = check_report_nodes(["gpu-1"], {"gpu-1": {**ROLE_CHECKS, "check_node_read": READ, "check_drift_group": "h100"}})
+    assert node["values"] == {"driver_running": "535.261.03", "driver_userspace": "535.216.03", "driver_package": "535.216.03-1",
+                              "toolkit": "", "containerd": "1.7.24~ds1-6+b2", "kernel": "6.1.0-28-amd64",
+                              "device_plugin": "nvcr.io/nvidia/k8s-device-plugin:v0.17.1"}
+    assert (node["host"], node["group"], node["status"], node["first_failing_layer"]) == ("gpu-1", "h100", "fail", "runtime")
+    assert node["failed_checks"] == ["containerd_version"]
+    assert [layer["name"] for layer in node["layers"]] == ["host", "runtime", "kubernetes"]
+
+
+def test_a_node_the_read_could_not_read_fails_its_host_layer() -> None:
+    [node] = check_report_nodes(["gpu-1"], {"gpu-1": {**ROLE_CHECKS, "check_node_read": {"failed": True, "msg": "no Python"}}})
+    assert node["start_here"] == [{"id": "host_readable", "message": "gpu_node_read could not read the host: no Python",
+                                   "remedy": "check that the node answers over Ansible's connection and has Python 3"}]
+    assert node["group"] == "gpu_nodes"
+    assert set(node["values"].values()) == {"", "nvcr.io/nvidia/k8s-device-plugin:v0.17.1"}
+
+
+def test_a_node_without_checks_was_not_reached() -> None:
+    [node] = check_report_nodes(["gpu-2"], {"gpu-2": {}})
+    assert (node["status"], node["failed_checks"], node["layers"]) == ("fail", ["unreachable"], [])
+    assert node["start_here"][0]["message"] == "gpu-2 could not be checked"
+    assert node["values"]["device_plugin"] == ""
+
+
+def test_critical_xids_are_named_on_the_node() -> None:
+    xid = {"id": "critical_xids_absent", "layer": "gpu", "status": "fail", "message": "Xid 79 on GPU 0", "remedy": "drain"}
+    [node] = check_report_nodes(["gpu-1"], {"gpu-1": {**ROLE_CHECKS, "check_node_read": {"host": {"checks": [xid]}}}})
+    assert node["critical_xids"] == ["Xid 79 on GPU 0"]
