@@ -224,6 +224,44 @@ def driver_upgrade_cap(max_unavailable, total):
     return _scaled(max_unavailable, int(total), round_up=True)
 
 
+def _ready(node):
+    conditions = ((node.get('status') or {}).get('conditions') or [])
+    return next((condition.get('status') for condition in conditions if condition.get('type') == 'Ready'), 'Unknown') == 'True'
+
+
+def _cordoned(node):
+    return bool((node.get('spec') or {}).get('unschedulable', False))
+
+
+def _over_the_cap(nodes, batch, max_unavailable):
+    """Why the batch would take more GPU nodes out of service than the cap allows; '' when it would not. A node of the
+    batch that an operator already cordoned takes no capacity away (NVIDIA's controller lets it go on)."""
+    names = [(node.get('metadata') or {}).get('name') for node in nodes]
+    others_out = [name for name, node in zip(names, nodes) if name not in batch and (_cordoned(node) or not _ready(node))]
+    new_out = len([name for name, node in zip(names, nodes) if name in batch and not _cordoned(node)])
+    cap = driver_upgrade_cap(max_unavailable, len(nodes))
+    if new_out == 0 or len(others_out) + new_out <= cap:
+        return ''
+    return ('the batch would make %d GPU node(s) unavailable (%s), more than upgrade_driver_max_unavailable %s allows '
+            '(%d of %d)' % (len(others_out) + new_out, ', '.join(others_out + list(batch)), max_unavailable, cap, len(nodes)))
+
+
+def driver_upgrade_stop(nodes, batch, rollout):
+    """Why the next batch of the rollout may not start, '' when it may: an earlier reason (C(stopped)), a node of an
+    earlier batch that failed (C(failed)), a maintenance window (C(window), driver_upgrade_window's verdict) that closes
+    before a batch of C(node_seconds) could finish unless C(ignore_window), or more GPU nodes (``nodes``, the pool's
+    Nodes) out of service than C(max_unavailable) allows once the batch (``batch``, its Node names) is cordoned."""
+    if rollout.get('stopped'):
+        return rollout['stopped']
+    if rollout.get('failed'):
+        return 'a node of an earlier batch failed (%s)' % ', '.join(rollout['failed'])
+    window = rollout['window']
+    if not (window.get('fits') or rollout.get('ignore_window')):
+        return ('the maintenance window closes at %s, before a batch of up to %s s (upgrade_driver_node_seconds) could '
+                'finish; it opens again at %s' % (window.get('closes_at'), rollout['node_seconds'], window.get('next_open')))
+    return _over_the_cap(nodes, batch, rollout['max_unavailable'])
+
+
 # --------------------------------------------------------------------------- disruption budgets
 
 
@@ -328,6 +366,7 @@ class FilterModule(object):
             'driver_upgrade_window': driver_upgrade_window,
             'driver_upgrade_batches': driver_upgrade_batches,
             'driver_upgrade_cap': driver_upgrade_cap,
+            'driver_upgrade_stop': driver_upgrade_stop,
             'blocking_disruption_budgets': blocking_disruption_budgets,
             'apt_policy_versions': apt_policy_versions,
             'gpu_pods': gpu_pods,

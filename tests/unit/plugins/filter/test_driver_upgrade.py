@@ -4,7 +4,7 @@ from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpufleet.node.plugins.filter.driver_upgrade import (
     FilterModule, apt_policy_versions, blocking_disruption_budgets, driver_upgrade_batches, driver_upgrade_cap,
-    driver_upgrade_problems, driver_upgrade_window, evictable_pods, gpu_pods)
+    driver_upgrade_problems, driver_upgrade_stop, driver_upgrade_window, evictable_pods, gpu_pods)
 
 GOOD = {'batch_size': 1, 'max_unavailable': '25%', 'window': {}, 'node_seconds': 900, 'drain_timeout': 300,
         'drain_delay': 5, 'pod_deletion_timeout': 120, 'gpu_pod_removal': 'evict', 'reboot': 'on_failed_reload', 'now': ''}
@@ -14,7 +14,7 @@ SATURDAY_NIGHT = {'days': ['sat'], 'start': '22:00', 'end': '04:00', 'timezone':
 def test_every_filter_is_exported():
     assert set(FilterModule().filters()) == {
         'driver_upgrade_problems', 'driver_upgrade_window', 'driver_upgrade_batches', 'driver_upgrade_cap',
-        'blocking_disruption_budgets', 'apt_policy_versions', 'gpu_pods', 'evictable_pods'}
+        'blocking_disruption_budgets', 'apt_policy_versions', 'gpu_pods', 'evictable_pods', 'driver_upgrade_stop'}
 
 
 @pytest.mark.parametrize('batch_size', [1, 3, '2', '1%', '100%', [1, '25%'], ['50%']])
@@ -226,3 +226,46 @@ def test_evictable_pods_leave_daemonsets_mirrors_and_finished_pods():
 @pytest.mark.parametrize('command', [[], ['systemctl', 'reboot'], ['/usr/local/sbin/site-reboot', '--now']])
 def test_a_reboot_command_is_a_list_of_words(command):
     assert driver_upgrade_problems(dict(GOOD, reboot_command=command)) == []
+
+
+def _node(name, ready='True', cordoned=None):
+    spec = {} if cordoned is None else {'unschedulable': cordoned}
+    return {'metadata': {'name': name}, 'spec': spec, 'status': {'conditions': [{'type': 'Ready', 'status': ready}]}}
+
+
+ROLLOUT = {'stopped': '', 'failed': [], 'window': {'configured': False, 'fits': True}, 'ignore_window': False,
+           'node_seconds': 900, 'max_unavailable': 1}
+FLEET = [_node('n1'), _node('n2'), _node('n3'), _node('n4')]
+
+
+def test_a_batch_within_the_cap_starts():
+    assert driver_upgrade_stop(FLEET, ['n1'], ROLLOUT) == ''
+    assert driver_upgrade_stop(FLEET, ['n1', 'n2'], dict(ROLLOUT, max_unavailable='50%')) == ''
+
+
+def test_an_earlier_reason_or_failure_stops_every_later_batch():
+    assert driver_upgrade_stop(FLEET, ['n2'], dict(ROLLOUT, stopped='the window closed', failed=['n1'])) == 'the window closed'
+    assert driver_upgrade_stop(FLEET, ['n3'], dict(ROLLOUT, failed=['n1', 'n2'])) == 'a node of an earlier batch failed (n1, n2)'
+
+
+def test_a_window_closing_before_the_batch_could_finish():
+    window = {'configured': True, 'fits': False, 'closes_at': '2026-12-06T04:00:00+01:00', 'next_open': '2026-12-12T22:00:00+01:00'}
+    assert driver_upgrade_stop(FLEET, ['n1'], dict(ROLLOUT, window=window)) == (
+        'the maintenance window closes at 2026-12-06T04:00:00+01:00, before a batch of up to 900 s (upgrade_driver_node_seconds) '
+        'could finish; it opens again at 2026-12-12T22:00:00+01:00')
+    assert driver_upgrade_stop(FLEET, ['n1'], dict(ROLLOUT, window=window, ignore_window=True)) == ''
+
+
+@pytest.mark.parametrize('fleet, batch, stop', [
+    ([_node('n1'), _node('n2', ready='False'), _node('n3'), _node('n4')], ['n1'],
+     'the batch would make 2 GPU node(s) unavailable (n2, n1), more than upgrade_driver_max_unavailable 1 allows (1 of 4)'),
+    ([_node('n1'), _node('n2', cordoned=True), _node('n3', ready='Unknown'), _node('n4')], ['n1', 'n4'],
+     'the batch would make 4 GPU node(s) unavailable (n2, n3, n1, n4), more than upgrade_driver_max_unavailable 1 allows (1 of 4)'),
+    # an operator already cordoned the batch's node: it takes no capacity away
+    ([_node('n1', cordoned=True), _node('n2', ready='False'), _node('n3'), _node('n4')], ['n1'], ''),
+    # a node without a Ready condition counts as out of service
+    ([_node('n1'), {'metadata': {'name': 'n2'}, 'spec': {}, 'status': {}}], ['n1'],
+     'the batch would make 2 GPU node(s) unavailable (n2, n1), more than upgrade_driver_max_unavailable 1 allows (1 of 2)'),
+])
+def test_a_batch_over_the_cap_waits(fleet, batch, stop):
+    assert driver_upgrade_stop(fleet, batch, ROLLOUT) == stop

@@ -1,0 +1,176 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpufleet maintainers
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The rows of onboard.yml's and upgrade_driver.yml's summaries (private to gpufleet.node): one per node of the run,
+from what was observed on the node and in the API, never from the inventory's pins."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import re
+
+DEFAULT_KUBECONFIG = '~/.kube/config'
+DEFAULT_API_HOST = 'localhost'
+# The labels of a Node the onboarding summary shows.
+SUMMARY_LABELS = re.compile('(node-role.kubernetes.io/gpu|gpu-tier|gpufleet.io/)')
+UPGRADE_REMEDIES = {
+    'cordon-required': 'check the API server access and the Node object, then re-run',
+    'pod-deletion-required': 'the GPU pods did not leave within upgrade_driver_pod_deletion_timeout: free the budget named (or '
+                             'set upgrade_driver_gpu_pod_removal=delete), or look at their finalizers and grace periods, then '
+                             're-run',
+    'drain-required': 'free what blocks the drain (the budget or pods named), then re-run: the node starts again from the cordon',
+    'driver-upgrade-required': 'the driver may have changed in part: the reason says what failed, what was put back (pins, '
+                               'holds) and what dpkg or the module reload left undone; the device plugin stays paused: fix the '
+                               'cause (the package source, a package script, what holds the module), then re-run',
+    'validation-required': 'the node does not serve its GPUs with the new driver (the failing layer is named): fix it, then re-run',
+    'uncordon-required': 'uncordon the node (kubectl uncordon) or re-run',
+}
+OUTCOME_REMEDIES = {
+    'deferred': 're-run in the next window',
+    'blocked': 're-run once the nodes named are back in service, or raise upgrade_driver_max_unavailable',
+    'not started': 're-run once the failed node is fixed',
+}
+
+
+def _mapping(value):
+    return value if isinstance(value, dict) else {}
+
+
+def _node_name(host, name):
+    return host.get('gpu_node_join_node_name', name)
+
+
+def summary_clusters(names, hostvars):
+    """The run's hosts by the cluster that knows their Node, for one API read per cluster:
+    [{kubeconfig, api_host, nodes}] in the run's order."""
+    clusters = {}
+    for name in names:
+        host = hostvars[name]
+        kubeconfig = host.get('gpu_node_join_kubeconfig', DEFAULT_KUBECONFIG)
+        api_host = host.get('gpu_node_join_api_host', DEFAULT_API_HOST)
+        cluster = clusters.setdefault((kubeconfig, api_host), {'kubeconfig': kubeconfig, 'api_host': api_host, 'nodes': []})
+        cluster['nodes'].append(_node_name(host, name))
+    return list(clusters.values())
+
+
+def _read_nodes(node_reads):
+    return [node for result in _mapping(node_reads).get('results') or [] for node in _mapping(result).get('nodes') or []]
+
+
+def _node_named(nodes, name):
+    return next((node for node in nodes if _mapping(node.get('metadata')).get('name') == name), {})
+
+
+def _installed(packages):
+    return dict((name, package.get('version')) for name, package in _mapping(packages).items()
+                if package.get('status') == 'installed')
+
+
+def _runtime_mode(dump):
+    """How containerd's loaded configuration reaches the nvidia runtime: default, runtimeclass, 'no nvidia handler',
+    or '' when there was no dump."""
+    default_runtime = re.search(r'default_runtime_name\s*=\s*"([^"]*)"', dump)
+    if default_runtime and default_runtime.group(1) == 'nvidia':
+        return 'default'
+    if re.search(r'\.runtimes\.["\']?nvidia["\']?\]', dump):
+        return 'runtimeclass'
+    return 'no nvidia handler' if dump else ''
+
+
+def _onboard_row(name, host, node):
+    observed_node = host.get('onboard_observed') or {}
+    observed = _mapping(_mapping(observed_node.get('host')).get('nvidia_gpu'))
+    driver = _mapping(observed.get('driver'))
+    gpus = observed.get('gpus') or []
+    packages = _installed(observed_node.get('packages'))
+    dump = _mapping(_mapping(observed_node.get('commands')).get('containerd_config')).get('stdout') or ''
+    metadata = _mapping(node.get('metadata'))
+    return {
+        'node': name,
+        'result': 'onboarded' if host.get('onboard_done', False) else 'failed',
+        'error': host.get('onboard_error', ''),
+        'gpu_model': (gpus[0] if gpus else {}).get('name', ''),
+        'gpu_count': len(gpus),
+        'driver': driver.get('kernel_module_version') or '',
+        'driver_userspace': driver.get('userspace_version') or '',
+        'toolkit': packages.get('nvidia-container-toolkit', ''),
+        'containerd': packages.get('containerd', ''),
+        'runtime_mode': _runtime_mode(dump),
+        'labels': dict((key, value) for key, value in _mapping(metadata.get('labels')).items() if SUMMARY_LABELS.match(key)),
+        'taints': [taint.get('key') for taint in _mapping(node.get('spec')).get('taints') or []],
+        'allocatable_gpu': _mapping(_mapping(node.get('status')).get('allocatable')).get('nvidia.com/gpu', '0'),
+        'smoke_test_passed': _mapping(metadata.get('annotations')).get('gpufleet.io/smoke-test-passed', ''),
+    }
+
+
+def onboard_rows(names, hostvars, node_reads):
+    """onboard.yml's summary: one row per host of the run, from what the run observed on it (onboard_observed) and its
+    Node in ``node_reads`` (a registered loop of gpufleet.node.gpu_cluster_read)."""
+    nodes = _read_nodes(node_reads)
+    return [_onboard_row(name, hostvars[name], _node_named(nodes, _node_name(hostvars[name], name))) for name in names]
+
+
+def _upgrade_outcome(name, result, planned, stopped):
+    if 'result' in result:
+        return result['result']
+    if name not in planned:
+        return 'up to date'
+    if re.search('^the batch would make', stopped):
+        return 'blocked'
+    if re.search('window', stopped):
+        return 'deferred'
+    return 'not started'
+
+
+def _step_times(steps):
+    """Each step's seconds (to the next step's start) and the whole run's."""
+    times = [{'step': step['step'], 'seconds': round(following['at'] - step['at'], 1)}
+             for step, following in zip(steps, steps[1:])]
+    return times, round(steps[-1]['at'] - steps[0]['at'], 1) if len(steps) > 1 else 0
+
+
+def _upgrade_row(name, host, node, planned, stopped):
+    upgrade = host.get('__upgrade') or {}
+    upgrade_from = host.get('__upgrade_from') or {}
+    labels = _mapping(_mapping(node.get('metadata')).get('labels'))
+    after = _mapping(_mapping(_mapping(host.get('__upgrade_after')).get('nvidia_gpu')).get('driver'))
+    result = host.get('__upgrade_result') or {}
+    outcome = _upgrade_outcome(name, result, planned, stopped)
+    times, seconds = _step_times(host.get('__upgrade_steps') or [])
+    remedy = UPGRADE_REMEDIES.get(result.get('step'), '') if outcome == 'failed' else OUTCOME_REMEDIES.get(outcome, '')
+    return {
+        'node': upgrade.get('node', name),
+        'result': outcome,
+        'target': upgrade.get('target', ''),
+        'before': {'running': upgrade_from.get('running', ''), 'installed': upgrade_from.get('installed', '')},
+        'after': {'running': after.get('kernel_module_version') or '', 'userspace': after.get('userspace_version') or ''},
+        'state': labels.get('gpufleet.io/driver-upgrade-state', ''),
+        'driver_label': labels.get('gpufleet.io/nvidia-driver', ''),
+        'cordoned': _mapping(node.get('spec')).get('unschedulable', False) if node else False,
+        'plugin_paused': labels.get('gpufleet.io/device-plugin', '') == 'paused-for-driver-upgrade',
+        'step': result.get('step', ''),
+        'reason': result.get('reason', '') or (stopped if outcome in ('blocked', 'deferred', 'not started') else ''),
+        'remedy': remedy,
+        'steps': times,
+        'seconds': seconds,
+    }
+
+
+def upgrade_rows(names, hostvars, plan, node_reads):
+    """upgrade_driver.yml's summary: one row per host of the run, with the driver before (from the plan) and after (read
+    on the node now), the outcome, the step and reason of a failure with its remedy, and the time of each step.
+
+    ``plan``: the plan's host (gpufleet_upgrade_batches, gpufleet_upgrade_stopped); ``node_reads``: a registered loop
+    of gpufleet.node.gpu_cluster_read."""
+    plan = plan or {}
+    planned = [host for batch in plan.get('gpufleet_upgrade_batches') or [] for host in batch]
+    stopped = plan.get('gpufleet_upgrade_stopped') or ''
+    nodes = _read_nodes(node_reads)
+    rows = []
+    for name in names:
+        host = hostvars[name]
+        node = _node_named(nodes, (host.get('__upgrade') or {}).get('node', name))
+        rows.append(_upgrade_row(name, host, node, planned, stopped))
+    return rows

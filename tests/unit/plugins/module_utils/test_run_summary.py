@@ -1,0 +1,98 @@
+"""The playbooks' summaries (module_utils/_run_summary.py): the clusters to read once each, and one row per node of
+onboard.yml's and upgrade_driver.yml's runs, from what was observed on the node and in the API."""
+from __future__ import annotations
+
+import pytest
+
+from ansible_collections.gpufleet.node.plugins.filter.run_summary import FilterModule
+from ansible_collections.gpufleet.node.plugins.module_utils import _run_summary as summary
+
+FAILED_NODE = {"metadata": {"name": "n1", "labels": {"gpufleet.io/driver-upgrade-state": "upgrade-failed",
+                                                     "gpufleet.io/nvidia-driver": "535.216.03",
+                                                     "gpufleet.io/device-plugin": "paused-for-driver-upgrade",
+                                                     "node-role.kubernetes.io/gpu": "", "kubernetes.io/os": "linux"},
+                            "annotations": {"gpufleet.io/smoke-test-passed": "2026-12-06T12:00:00Z"}},
+               "spec": {"taints": [{"key": "nvidia.com/gpu", "effect": "NoSchedule"}], "unschedulable": True},
+               "status": {"allocatable": {"nvidia.com/gpu": "8"}}}
+READS = {"results": [{"nodes": [FAILED_NODE]}, {"nodes": [{"metadata": {"name": "node-2"}}]}, {"failed": True, "msg": "x"}]}
+STEPS = [{"step": "cordon", "at": 100.0}, {"step": "drain", "at": 112.34}, {"step": "driver", "at": 160.06}]
+OBSERVED = {"host": {"nvidia_gpu": {"driver": {"kernel_module_version": "535.261.03", "userspace_version": "535.261.03"},
+                                    "gpus": [{"name": "NVIDIA H100 80GB HBM3"}, {"name": "NVIDIA H100 80GB HBM3"}]}},
+            "packages": {"containerd": {"status": "installed", "version": "1.7.24~ds1-6+b2"},
+                         "nvidia-container-toolkit": {"status": "half-installed", "version": "1.17.8-1"}},
+            "commands": {"containerd_config": {"stdout": 'default_runtime_name = "runc"\n[plugins.cri.containerd.runtimes.nvidia]\n'}}}
+HOSTS = {
+    "h1": {"gpu_node_join_node_name": "n1", "gpu_node_join_kubeconfig": "/etc/a.conf", "gpu_node_join_api_host": "cp-a",
+           "__upgrade": {"node": "n1", "target": "535.261.03"}, "__upgrade_from": {"running": "535.216.03", "installed": "535.216.03"},
+           "__upgrade_result": {"result": "failed", "step": "driver-upgrade-required", "reason": "dpkg failed"},
+           "__upgrade_steps": STEPS, "__upgrade_after": {"nvidia_gpu": {"driver": {"kernel_module_version": "535.216.03"}}},
+           "onboard_observed": OBSERVED, "onboard_done": True},
+    "h2": {"__upgrade": {"node": "node-2", "target": "535.261.03"}, "onboard_error": "the driver step failed",
+           "onboard_observed": {"commands": {"containerd_config": {"stdout": 'default_runtime_name = "nvidia"'}}}},
+    "h3": {"gpu_node_join_kubeconfig": "/etc/a.conf", "gpu_node_join_api_host": "cp-a", "__upgrade_result": {"result": "upgraded"}},
+    "h4": {},
+}
+NAMES = list(HOSTS)
+
+
+def test_the_clusters_to_read_once_each() -> None:
+    assert summary.summary_clusters(NAMES, HOSTS) == [
+        {"kubeconfig": "/etc/a.conf", "api_host": "cp-a", "nodes": ["n1", "h3"]},
+        {"kubeconfig": "~/.kube/config", "api_host": "localhost", "nodes": ["h2", "h4"]}]
+
+
+def test_an_onboarded_nodes_row_is_what_was_observed() -> None:
+    row = summary.onboard_rows(NAMES, HOSTS, READS)[0]
+    assert row == {"node": "h1", "result": "onboarded", "error": "", "gpu_model": "NVIDIA H100 80GB HBM3", "gpu_count": 2,
+                   "driver": "535.261.03", "driver_userspace": "535.261.03", "toolkit": "", "containerd": "1.7.24~ds1-6+b2",
+                   "runtime_mode": "runtimeclass",
+                   "labels": {"gpufleet.io/driver-upgrade-state": "upgrade-failed", "gpufleet.io/nvidia-driver": "535.216.03",
+                              "gpufleet.io/device-plugin": "paused-for-driver-upgrade", "node-role.kubernetes.io/gpu": ""},
+                   "taints": ["nvidia.com/gpu"], "allocatable_gpu": "8", "smoke_test_passed": "2026-12-06T12:00:00Z"}
+
+
+@pytest.mark.parametrize("name, result, error, runtime_mode", [
+    ("h2", "failed", "the driver step failed", "default"),
+    ("h3", "failed", "", ""),
+])
+def test_a_node_not_onboarded(name: str, result: str, error: str, runtime_mode: str) -> None:
+    row = summary.onboard_rows([name], HOSTS, READS)[0]
+    assert (row["result"], row["error"], row["runtime_mode"], row["allocatable_gpu"], row["gpu_count"]) == (
+        result, error, runtime_mode, "0", 0)
+
+
+def test_no_nvidia_handler_in_the_loaded_configuration() -> None:
+    host = {"onboard_observed": {"commands": {"containerd_config": {"stdout": 'default_runtime_name = "runc"'}}}}
+    assert summary.onboard_rows(["h"], {"h": host}, {})[0]["runtime_mode"] == "no nvidia handler"
+
+
+def test_a_failed_upgrade_row_names_its_step_reason_and_remedy() -> None:
+    row = summary.upgrade_rows(NAMES, HOSTS, {"gpufleet_upgrade_batches": [["h1"], ["h2"]]}, READS)[0]
+    assert row == {"node": "n1", "result": "failed", "target": "535.261.03",
+                   "before": {"running": "535.216.03", "installed": "535.216.03"},
+                   "after": {"running": "535.216.03", "userspace": ""}, "state": "upgrade-failed", "driver_label": "535.216.03",
+                   "cordoned": True, "plugin_paused": True, "step": "driver-upgrade-required", "reason": "dpkg failed",
+                   "remedy": summary.UPGRADE_REMEDIES["driver-upgrade-required"],
+                   "steps": [{"step": "cordon", "seconds": 12.3}, {"step": "drain", "seconds": 47.7}], "seconds": 60.1}
+
+
+@pytest.mark.parametrize("stopped, outcome, remedy", [
+    ("the batch would make 3 nodes unavailable", "blocked",
+     "re-run once the nodes named are back in service, or raise upgrade_driver_max_unavailable"),
+    ("outside the maintenance window (opens at 02:00)", "deferred", "re-run in the next window"),
+    ("n1 failed", "not started", "re-run once the failed node is fixed"),
+])
+def test_a_planned_node_the_rollout_did_not_reach(stopped: str, outcome: str, remedy: str) -> None:
+    plan = {"gpufleet_upgrade_batches": [["h1"], ["h2"]], "gpufleet_upgrade_stopped": stopped}
+    row = summary.upgrade_rows(["h2"], HOSTS, plan, READS)[0]
+    assert (row["node"], row["result"], row["reason"], row["remedy"], row["cordoned"], row["steps"], row["seconds"]) == (
+        "node-2", outcome, stopped, remedy, False, [], 0)
+
+
+def test_nodes_outside_the_plan_are_up_to_date_or_as_they_ended() -> None:
+    rows = summary.upgrade_rows(["h3", "h4"], HOSTS, {}, {})
+    assert [(row["node"], row["result"], row["remedy"]) for row in rows] == [("h3", "upgraded", ""), ("h4", "up to date", "")]
+
+
+def test_the_filters() -> None:
+    assert set(FilterModule().filters()) == {"summary_clusters", "onboard_summary_rows", "upgrade_summary_rows"}
