@@ -10,6 +10,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import json
 import math
 import re
 from datetime import datetime, timedelta, timezone
@@ -246,6 +247,30 @@ def _over_the_cap(nodes, batch, max_unavailable):
             '(%d of %d)' % (len(others_out) + new_out, ', '.join(others_out + list(batch)), max_unavailable, cap, len(nodes)))
 
 
+def driver_upgrade_disagreements(upgrades, keys):
+    """The rollout settings (``keys`` of each host's ``upgrades`` entry) the hosts of a run disagree on, as the
+    upgrade_driver_* variables that set them."""
+    return ['upgrade_driver_' + key for key in keys
+            if len(set(json.dumps(upgrade.get(key), sort_keys=True) for upgrade in upgrades)) > 1]
+
+
+def _excludes_paused(term, pause_rule):
+    return 'matchExpressions' in term and pause_rule in (term.get('matchExpressions') or [])
+
+
+def daemonsets_without_pause(daemonsets, pause_rule):
+    """The device plugin DaemonSets that would keep their pod on a node the rollout pauses: their node affinity's
+    required terms (ORed) are missing, or one of them lacks ``pause_rule``."""
+    without = []
+    for daemonset in daemonsets:
+        pod_spec = ((daemonset.get('spec') or {}).get('template') or {}).get('spec') or {}
+        terms = (((pod_spec.get('affinity') or {}).get('nodeAffinity') or {})
+                 .get('requiredDuringSchedulingIgnoredDuringExecution') or {}).get('nodeSelectorTerms') or []
+        if not terms or not all(_excludes_paused(term, pause_rule) for term in terms):
+            without.append(daemonset['metadata']['name'])
+    return without
+
+
 def driver_upgrade_stop(nodes, batch, rollout):
     """Why the next batch of the rollout may not start, '' when it may: an earlier reason (C(stopped)), a node of an
     earlier batch that failed (C(failed)), a maintenance window (C(window), driver_upgrade_window's verdict) that closes
@@ -367,6 +392,8 @@ class FilterModule(object):
             'driver_upgrade_batches': driver_upgrade_batches,
             'driver_upgrade_cap': driver_upgrade_cap,
             'driver_upgrade_stop': driver_upgrade_stop,
+            'driver_upgrade_disagreements': driver_upgrade_disagreements,
+            'daemonsets_without_pause': daemonsets_without_pause,
             'blocking_disruption_budgets': blocking_disruption_budgets,
             'apt_policy_versions': apt_policy_versions,
             'gpu_pods': gpu_pods,

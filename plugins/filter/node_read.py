@@ -99,6 +99,12 @@ def dir_in_place(entry, mode='0755', owner='root', group='root'):
     )
 
 
+def dirs_in_place(stats, mode='0755', owner='root', group='root'):
+    """The names of the paths gpu_node_read stat'ed (``stats``: {name: entry}) that are directories with this mode, owner
+    and group (dir_in_place), in the read's order."""
+    return [name for name, entry in (stats or {}).items() if dir_in_place(entry, mode, owner, group)]
+
+
 def systemctl_show(output):
     """``systemctl show --property=... UNIT...`` output as one ``{property: value}`` per unit, in the units' order.
 
@@ -117,6 +123,6 @@ class FilterModule(object):
     def filters(self):
         return {
             'installed_versions': installed_versions, 'packages_at': packages_at, 'held_packages': held_packages,
-            'file_in_place': file_in_place, 'dir_in_place': dir_in_place, 'systemctl_show': systemctl_show,
+            'file_in_place': file_in_place, 'dir_in_place': dir_in_place, 'dirs_in_place': dirs_in_place, 'systemctl_show': systemctl_show,
             'modules_lost': modules_lost, 'apt_failure': apt_failure, 'dpkg_audit': dpkg_audit,
         }

@@ -4,7 +4,8 @@ from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpufleet.node.plugins.filter.driver_upgrade import (
     FilterModule, apt_policy_versions, blocking_disruption_budgets, driver_upgrade_batches, driver_upgrade_cap,
-    driver_upgrade_problems, driver_upgrade_stop, driver_upgrade_window, evictable_pods, gpu_pods)
+    daemonsets_without_pause, driver_upgrade_disagreements, driver_upgrade_problems, driver_upgrade_stop,
+    driver_upgrade_window, evictable_pods, gpu_pods)
 
 GOOD = {'batch_size': 1, 'max_unavailable': '25%', 'window': {}, 'node_seconds': 900, 'drain_timeout': 300,
         'drain_delay': 5, 'pod_deletion_timeout': 120, 'gpu_pod_removal': 'evict', 'reboot': 'on_failed_reload', 'now': ''}
@@ -14,7 +15,8 @@ SATURDAY_NIGHT = {'days': ['sat'], 'start': '22:00', 'end': '04:00', 'timezone':
 def test_every_filter_is_exported():
     assert set(FilterModule().filters()) == {
         'driver_upgrade_problems', 'driver_upgrade_window', 'driver_upgrade_batches', 'driver_upgrade_cap',
-        'blocking_disruption_budgets', 'apt_policy_versions', 'gpu_pods', 'evictable_pods', 'driver_upgrade_stop'}
+        'blocking_disruption_budgets', 'apt_policy_versions', 'gpu_pods', 'evictable_pods', 'driver_upgrade_stop',
+        'driver_upgrade_disagreements', 'daemonsets_without_pause'}
 
 
 @pytest.mark.parametrize('batch_size', [1, 3, '2', '1%', '100%', [1, '25%'], ['50%']])
@@ -269,3 +271,29 @@ def test_a_window_closing_before_the_batch_could_finish():
 ])
 def test_a_batch_over_the_cap_waits(fleet, batch, stop):
     assert driver_upgrade_stop(fleet, batch, ROLLOUT) == stop
+
+
+def test_the_hosts_of_a_run_disagree_on_rollout_settings():
+    upgrades = [{'batch_size': 1, 'window': {'days': ['sat'], 'start': '22:00'}, 'now': ''},
+                {'batch_size': 2, 'window': {'start': '22:00', 'days': ['sat']}, 'now': ''}]
+    keys = ['batch_size', 'window', 'now']
+    assert driver_upgrade_disagreements(upgrades, keys) == ['upgrade_driver_batch_size']
+    assert driver_upgrade_disagreements(upgrades[:1], keys) == []
+
+
+PAUSE = {'key': 'gpufleet.io/device-plugin', 'operator': 'NotIn', 'values': ['paused-for-driver-upgrade']}
+
+
+def _daemonset(name, terms=None):
+    spec = {} if terms is None else {'affinity': {'nodeAffinity': {'requiredDuringSchedulingIgnoredDuringExecution': {
+        'nodeSelectorTerms': terms}}}}
+    return {'metadata': {'name': name}, 'spec': {'template': {'spec': spec}}}
+
+
+def test_daemonsets_that_would_keep_their_pod_on_a_paused_node():
+    other = {'key': 'gpufleet.io/device-plugin-dir', 'operator': 'In', 'values': ['var-lib-kubelet-device-plugins']}
+    daemonsets = [_daemonset('pauses', [{'matchExpressions': [other, PAUSE]}]),
+                  _daemonset('no-affinity'),
+                  _daemonset('one-term-without', [{'matchExpressions': [other, PAUSE]}, {'matchExpressions': [other]}]),
+                  _daemonset('fields-only', [{'matchFields': [{'key': 'metadata.name', 'operator': 'In', 'values': ['n1']}]}])]
+    assert daemonsets_without_pause(daemonsets, PAUSE) == ['no-affinity', 'one-term-without', 'fields-only']

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from ansible_collections.gpufleet.node.plugins.filter.node_read import (
-    FilterModule, apt_failure, dir_in_place, dpkg_audit, file_in_place, held_packages, installed_versions, modules_lost,
+    FilterModule, apt_failure, dir_in_place, dirs_in_place, dpkg_audit, file_in_place, held_packages, installed_versions, modules_lost,
     packages_at, proc_modules, systemctl_show,
 )
 
@@ -118,6 +118,7 @@ def test_filters_are_registered() -> None:
     filters = FilterModule().filters()
     assert filters == {"installed_versions": installed_versions, "packages_at": packages_at,
                        "held_packages": held_packages, "file_in_place": file_in_place, "dir_in_place": dir_in_place,
+                       "dirs_in_place": dirs_in_place,
                        "systemctl_show": systemctl_show, "modules_lost": modules_lost,
                        "apt_failure": apt_failure, "dpkg_audit": dpkg_audit}
 
@@ -204,3 +205,10 @@ def test_apt_failure_falls_back_to_the_message(result: dict, said: str) -> None:
 def test_dpkg_audit_lists_the_packages_not_fully_installed() -> None:
     assert dpkg_audit((FILES / "dpkg-audit-half-configured.txt").read_text()) == ["nvidia-modprobe"]
     assert dpkg_audit("") == [] and dpkg_audit(None) == []
+
+
+def test_dirs_in_place_name_the_directories_as_wanted() -> None:
+    stats = {"dropin_dir": DROPINS, "config_dir": dict(DROPINS, mode="0700"), "checker_dir": dict(DROPINS, path="/usr/local/libexec/gpufleet"),
+             "missing": {"path": "/x", "exists": False}}
+    assert dirs_in_place(stats) == ["dropin_dir", "checker_dir"]
+    assert dirs_in_place(None) == []

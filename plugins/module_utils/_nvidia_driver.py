@@ -1,0 +1,74 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpufleet maintainers
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The nvidia_driver role's decisions about its packages (private to gpufleet.node): what moves, what to install,
+which holds to release, the upgrade's plan, and whether each package is installed, held and pinned as asked.
+
+``wanted`` is the role's package set, {name: exact version, or '' for any}; ``installed`` {name: version} of the
+packages dpkg has installed (the installed_versions filter)."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import re
+
+
+def _moves(name, version, installed):
+    return name not in installed or (bool(version) and installed[name] != version)
+
+
+def packages_moving(wanted, installed):
+    """The packages an installation changes: not installed, or installed at another version than the exact one."""
+    return [name for name, version in wanted.items() if _moves(name, version, installed)]
+
+
+def install_specs(wanted):
+    """apt's name=version for each package, the name alone where any version will do."""
+    return [name + ('=' + version if version else '') for name, version in wanted.items()]
+
+
+def packages_to_unhold(held, wanted, installed, catalogue):
+    """The held packages whose hold the installation must release: one of the set that moves, and one the platform's
+    data knows (another kernel module flavour, another source's names) that the role no longer installs."""
+    return [name for name in held
+            if (name in wanted and _moves(name, wanted[name], installed)) or (name not in wanted and name in catalogue)]
+
+
+def _upstream(version):
+    """A Debian version without its epoch and revision: 1:535.261.03-1 -> 535.261.03."""
+    return re.sub('-[^-]*$', '', re.sub('^[0-9]+:', '', version))
+
+
+def driver_plan(wanted, installed, offered, source_changes, target, primary_package):
+    """What an upgrade of the host to ``target`` changes: each package's installed and wanted version, the packages
+    that change, those whose exact version the host's sources do not offer (``offered``: apt_policy_versions; unknown
+    while the source itself changes), and the installed driver version (the primary package's)."""
+    packages = dict((name, {'installed': installed.get(name, ''), 'wanted': version}) for name, version in wanted.items())
+    unavailable = ['%s=%s' % (name, version) for name, version in wanted.items()
+                   if version and installed.get(name, '') != version
+                   and version not in (offered.get(name) or {}).get('versions', []) and not source_changes]
+    return {'target': str(target), 'packages': packages,
+            'changes': [name for name, version in wanted.items() if not installed.get(name) or (version and installed[name] != version)],
+            'unavailable': unavailable, 'source_changes': source_changes,
+            'installed_version': _upstream(installed.get(primary_package, ''))}
+
+
+def _package_state(name, version, host, predicted):
+    moves = predicted['check_mode'] and name in predicted['moving']
+    installed = (version or '(this run installs it)') if moves else host['installed'].get(name, '(not installed)')
+    held = predicted['check_mode'] or name in host['held']
+    candidate = version if (predicted['pin_to_write'] and version) else (
+        (host['candidates'].get(name) or {}).get('candidate') or '(none)')
+    ok = (moves or name in host['installed']) and held and (not version or (installed == version and candidate == version))
+    return {'name': name, 'installed': installed, 'wanted': version, 'held': held, 'candidate': candidate, 'ok': bool(ok)}
+
+
+def package_states(wanted, host, predicted):
+    """Whether each package is installed at its exact version, held, and apt's candidate is that version (the pin).
+
+    ``host``: installed, held (names) and candidates (apt_policy_versions) as read. ``predicted``: check_mode (judge
+    what this run would leave: the packages that move, C(moving), at their versions, every package held) and
+    pin_to_write (the preferences file is to be written: apt's candidate will be the pinned version)."""
+    return [_package_state(name, version, host, predicted) for name, version in wanted.items()]
