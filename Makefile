@@ -16,7 +16,7 @@ export ANSIBLE_FORCE_COLOR := 0
 # The Kubernetes lab the scenarios use writes its inventory here (tests/run_stages.py runs a second lab elsewhere).
 export GPUFLEET_LAB_INVENTORY_DIR ?= $(CURDIR)/.build/lab/inventory
 # The scenarios and the lab's own tests run Ansible with Mitogen's strategy (mitogen_linear): the same plays for less
-# CPU (README: What make test does). MITOGEN=0 runs them with Ansible's own strategy.
+# CPU (docs/development.md: What make test does). MITOGEN=0 runs them with Ansible's own strategy.
 MITOGEN ?= 1
 MITOGEN_STRATEGIES = $(shell $(BIN)/python -c 'import ansible_mitogen, os; print(os.path.dirname(ansible_mitogen.__file__))')/plugins/strategy
 ifeq ($(MITOGEN),1)

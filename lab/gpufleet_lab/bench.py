@@ -483,7 +483,7 @@ def render(figures: dict) -> str:
         "  removing it, so each task costs one exec into the node rather than several. ansible.cfg turns it on",
         "  for every connection and inventories/example sets it for real fleets; every other figure runs with it.",
         "- Mitogen's strategy is an option the collection does not need; `make test` runs every scenario with it",
-        "  (README: At fleet scale).",
+        "  (docs/development.md: Speed at fleet scale).",
         "- The preflight row is one module round trip against six task round trips per host.",
         "- upgrade_driver.yml on an up-to-date fleet reads each node's driver (nvidia_gpu_check), its packages",
         "  and apt's candidates, and the Node, then cordons and drains nothing.",
