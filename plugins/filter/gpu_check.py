@@ -13,6 +13,8 @@ from collections import Counter
 
 from ansible.errors import AnsibleFilterError
 
+from ansible_collections.gpufleet.node.plugins.module_utils._run_summary import installed_packages
+
 # From the host up: a failure in a lower layer explains the failures above it.
 LAYERS = ('host', 'runtime', 'kubernetes')
 STATUS_ORDER = ('pass', 'skip', 'warn', 'fail')
@@ -107,8 +109,7 @@ def _observed_versions(read, images):
     """The versions check.yml compares across the fleet, as the node read found them (never the inventory's pins)."""
     observed = (read.get('host') or {}).get('nvidia_gpu') or {}
     driver = observed.get('driver') or {}
-    packages = dict((name, state.get('version')) for name, state in sorted((read.get('packages') or {}).items())
-                    if state.get('status') == 'installed')
+    packages = installed_packages(read.get('packages'))
     return {
         'driver_running': driver.get('kernel_module_version') or '',
         'driver_userspace': driver.get('userspace_version') or '',

@@ -50,7 +50,7 @@ def driver_plan(wanted, installed, offered, source_changes, target, primary_pack
                    if version and installed.get(name, '') != version
                    and version not in (offered.get(name) or {}).get('versions', []) and not source_changes]
     return {'target': str(target), 'packages': packages,
-            'changes': [name for name, version in wanted.items() if not installed.get(name) or (version and installed[name] != version)],
+            'changes': packages_moving(wanted, installed),
             'unavailable': unavailable, 'source_changes': source_changes,
             'installed_version': _upstream(installed.get(primary_package, ''))}
 

@@ -63,7 +63,8 @@ def _node_named(nodes, name):
     return next((node for node in nodes if _mapping(node.get('metadata')).get('name') == name), {})
 
 
-def _installed(packages):
+def installed_packages(packages):
+    """{name: version} of the packages of a node read that dpkg has fully installed."""
     return dict((name, package.get('version')) for name, package in _mapping(packages).items()
                 if package.get('status') == 'installed')
 
@@ -84,7 +85,7 @@ def _onboard_row(name, host, node):
     observed = _mapping(_mapping(observed_node.get('host')).get('nvidia_gpu'))
     driver = _mapping(observed.get('driver'))
     gpus = observed.get('gpus') or []
-    packages = _installed(observed_node.get('packages'))
+    packages = installed_packages(observed_node.get('packages'))
     dump = _mapping(_mapping(observed_node.get('commands')).get('containerd_config')).get('stdout') or ''
     metadata = _mapping(node.get('metadata'))
     return {
