@@ -19,7 +19,6 @@ import pytest
 import yaml
 
 REPO = Path(__file__).resolve().parents[2]
-COMMON = REPO / "roles" / "common"
 
 # An action plugin that sets the platform facts of a case, as the setup module would on a real host.
 FACTS_PLUGIN = '''
@@ -77,8 +76,8 @@ PLAYBOOK = '''
             setting: "{{ __nvidia_driver_key_setting }}"
             signed_by: "{{ __nvidia_driver_keyring or __nvidia_driver_repository.signed_by | default('') }}"
           # The files the role writes through gpufleet.node.common's pin and hold, with the values it passes.
-          preferences: "{{ lookup('ansible.builtin.template', common_dir ~ '/templates/apt-preferences.j2') }}"
-          unattended: "{{ lookup('ansible.builtin.template', common_dir ~ '/templates/unattended-upgrades.j2') }}"
+          preferences: "{{ _common_pin_packages | gpufleet.node.apt_preferences(_common_role, _common_subject, ansible_managed) }}"
+          unattended: "{{ _common_hold_packages | gpufleet.node.unattended_upgrades_blacklist(_common_role, _common_subject, ansible_managed) }}"
         _common_role: nvidia_driver
         _common_subject: "NVIDIA driver {{ nvidia_driver_version }}"
         _common_pin_packages: "{{ __nvidia_driver_packages }}"
@@ -162,7 +161,7 @@ def rendered(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
     env.pop("ANSIBLE_CONFIG", None)
     proc = subprocess.run(
         [str(ansible_playbook), "-i", str(work / "inventory.yml"), str(work / "playbook.yml"),
-         "-e", json.dumps({"out_dir": str(out), "common_dir": str(COMMON)})],
+         "-e", json.dumps({"out_dir": str(out)})],
         cwd=work, env=env, capture_output=True, text=True, timeout=600, check=False,
     )
     assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-3000:]
