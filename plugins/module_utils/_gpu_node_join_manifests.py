@@ -1,0 +1,343 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpufleet maintainers
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""What the gpu_node_join role sends to the API and says (private to gpufleet.node): the device plugin's
+configuration, its cluster-wide objects in the order they are applied, the smoke-test pod, and the message that names
+the layer to look at when a node did not show its GPUs.
+
+Each function takes the role's settings, one dict that roles/gpu_node_join/vars/main.yml builds from the role's
+variables (``__gpu_node_join_manifest_settings``: booleans and counts already converted), and what the role found;
+the role's filters (plugins/filter/gpu_node_join_manifests.py) call them."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import hashlib
+import json
+import re
+
+MANAGED_BY = {'app.kubernetes.io/managed-by': 'gpufleet.node'}
+POD_SECURITY_MODES = ('enforce', 'audit', 'warn')
+CONFIG_DIR = '/etc/nvidia-device-plugin'
+# Where the plugin serves its sockets inside its container (the kubelet's DevicePluginPath).
+PLUGIN_SOCKET_DIR = '/var/lib/kubelet/device-plugins'
+CDI_ROOT = '/var/run/cdi'
+NO_RUNTIME_CLASS = 'none (default runtime)'
+
+
+def _yaml_bool(value):
+    return 'true' if value else 'false'
+
+
+def plugin_needs_sys_admin(settings):
+    """Whether the plugin's container gets SYS_ADMIN.
+
+    NVIDIA's chart adds SYS_ADMIN for volume-mounts and MIG; here also for cdi-annotations, whose runtime (cdi mode)
+    applies the same envvar rule to the plugin's own NVIDIA_VISIBLE_DEVICES=all. Only the envvar strategy, whose
+    runtime accepts that variable from any container, runs the plugin without any capability."""
+    return settings['device_list_strategy'] != 'envvar' or settings['mig_strategy'] != 'none'
+
+
+def time_slicing(settings):
+    """Whether the plugin shares each GPU between several pods (time slicing)."""
+    return settings['time_slicing_replicas'] > 0
+
+
+def device_plugin_config(settings):
+    """The text of the plugin's config.yaml. Its sha256 is in the DaemonSet's pod annotation, so a change of a single
+    byte rolls every plugin pod of the fleet."""
+    lines = [
+        '# NVIDIA device plugin configuration, managed by gpufleet.node.gpu_node_join.',
+        'version: v1',
+        'flags:',
+        '  migStrategy: %s' % settings['mig_strategy'],
+        '  failOnInitError: true',
+        '  plugin:',
+        '    deviceListStrategy: %s' % settings['device_list_strategy'],
+        '    deviceIDStrategy: %s' % settings['device_id_strategy'],
+    ]
+    if time_slicing(settings):
+        lines += [
+            'sharing:',
+            '  timeSlicing:',
+            '    renameByDefault: %s' % _yaml_bool(settings['time_slicing_rename_by_default']),
+            '    failRequestsGreaterThanOne: %s' % _yaml_bool(settings['time_slicing_fail_requests_greater_than_one']),
+            '    resources:',
+            '      - name: nvidia.com/gpu',
+            '        replicas: %d' % settings['time_slicing_replicas'],
+        ]
+    return '\n'.join(lines) + '\n'
+
+
+def config_sha256(config_text):
+    """The sha256 of the plugin's configuration text, as the DaemonSet's pod annotation carries it."""
+    return hashlib.sha256(config_text.encode('utf-8')).hexdigest()
+
+
+def _toleration(taint):
+    return {'key': str(taint['key']), 'operator': 'Exists', 'effect': taint['effect']}
+
+
+def _pool_tolerations(settings):
+    """The pool's taint and the onboarding taint, which every pod of the role tolerates."""
+    return [_toleration(settings['pool_taint']), _toleration(settings['onboarding_taint'])]
+
+
+def _runtime_class_name(settings):
+    return {'runtimeClassName': settings['runtime_class_name']} if settings['runtime_class'] else {}
+
+
+def _seccomp_default():
+    return {'seccompProfile': {'type': 'RuntimeDefault'}}
+
+
+def _restricted_security_context(capabilities_added=()):
+    capabilities = {'drop': ['ALL']}
+    if capabilities_added:
+        capabilities['add'] = list(capabilities_added)
+    return {'allowPrivilegeEscalation': False, 'readOnlyRootFilesystem': True, 'capabilities': capabilities}
+
+
+def smoke_pod(name, node_name, resource, settings):
+    """The smoke-test pod ``name-*`` (generateName) on Node ``node_name``, asking for one ``resource``."""
+    spec = {'restartPolicy': 'OnFailure', 'automountServiceAccountToken': False}
+    spec.update(_runtime_class_name(settings))
+    spec.update({
+        'securityContext': _seccomp_default(),
+        'nodeSelector': {'kubernetes.io/hostname': str(node_name)},
+        # a node cordoned for a driver change is tested before it takes work again
+        'tolerations': _pool_tolerations(settings) + [
+            {'key': 'node.kubernetes.io/unschedulable', 'operator': 'Exists', 'effect': 'NoSchedule'}],
+        'containers': [{
+            'name': 'smoke',
+            'image': str(settings['smoke_test_image']),
+            'imagePullPolicy': 'IfNotPresent',
+            'command': ['nvidia-smi', '-L'],
+            'securityContext': _restricted_security_context(),
+            'resources': {'limits': {resource: 1}},
+        }],
+    })
+    labels = {'app.kubernetes.io/name': 'gpu-smoke-test'}
+    labels.update(MANAGED_BY)
+    labels[settings['label_prefix'] + '/smoke-node'] = str(name)
+    return {
+        'apiVersion': 'v1',
+        'kind': 'Pod',
+        'metadata': {'generateName': '%s-' % name, 'namespace': settings['namespace'], 'labels': labels},
+        'spec': spec,
+    }
+
+
+def _plugin_env(settings):
+    env = [
+        {'name': 'CONFIG_FILE', 'value': CONFIG_DIR + '/config.yaml'},
+        # The plugin reaches NVML through the GPUs the container runtime injects into its own container.
+        {'name': 'NVIDIA_VISIBLE_DEVICES', 'value': 'all'},
+        {'name': 'NVIDIA_DRIVER_CAPABILITIES', 'value': 'compute,utility'},
+    ]
+    if settings['mig_strategy'] != 'none':
+        env.append({'name': 'NVIDIA_MIG_MONITOR_DEVICES', 'value': 'all'})
+    env += [{'name': str(name), 'value': str(value)} for name, value in settings['extra_env'].items()]
+    return env
+
+
+def _cdi_annotations(settings):
+    return settings['device_list_strategy'] == 'cdi-annotations'
+
+
+def _plugin_volume_mounts(settings):
+    mounts = [
+        {'name': 'device-plugins', 'mountPath': PLUGIN_SOCKET_DIR},
+        {'name': 'config', 'mountPath': CONFIG_DIR, 'readOnly': True},
+    ]
+    if _cdi_annotations(settings):
+        mounts.append({'name': 'cdi-root', 'mountPath': CDI_ROOT})
+    mounts += [{'name': str(volume['name']), 'mountPath': str(volume['mount_path']), 'readOnly': True}
+               for volume in settings['extra_volumes']]
+    return mounts
+
+
+def _plugin_volumes(plugin_dir, settings):
+    volumes = [
+        {'name': 'device-plugins', 'hostPath': {'path': str(plugin_dir), 'type': 'Directory'}},
+        {'name': 'config', 'configMap': {'name': settings['config_name']}},
+    ]
+    if _cdi_annotations(settings):
+        # The plugin writes the CDI spec of the devices it advertises here; the runtime resolves its annotations here.
+        volumes.append({'name': 'cdi-root', 'hostPath': {'path': CDI_ROOT, 'type': 'DirectoryOrCreate'}})
+    volumes += [{'name': str(volume['name']), 'hostPath': {'path': str(volume['host_path']), 'type': 'Directory'}}
+                for volume in settings['extra_volumes']]
+    return volumes
+
+
+def _plugin_container(settings):
+    # The runtime treats a container with CAP_SYS_ADMIN in its bounding set as privileged: only then does it honour
+    # the plugin's own NVIDIA_VISIBLE_DEVICES=all (and MIG monitor devices) when it refuses that variable from
+    # unprivileged containers.
+    capabilities_added = ['SYS_ADMIN'] if plugin_needs_sys_admin(settings) else []
+    return {
+        'name': 'nvidia-device-plugin-ctr',
+        'image': str(settings['image']),
+        'imagePullPolicy': settings['pull_policy'],
+        'env': _plugin_env(settings),
+        'securityContext': _restricted_security_context(capabilities_added),
+        'resources': {'requests': {'cpu': '10m', 'memory': '32Mi'}, 'limits': {'memory': '256Mi'}},
+        'volumeMounts': _plugin_volume_mounts(settings),
+    }
+
+
+def _not_paused(settings):
+    """The node affinity that keeps the plugin off a node under a driver change (playbooks/upgrade_driver.yml labels
+    it): the DaemonSet controller removes the pod, which no longer holds the driver, and brings it back afterwards."""
+    pause_label = settings['pause_label']
+    expression = {'key': pause_label['key'], 'operator': 'NotIn', 'values': [str(pause_label['value'])]}
+    return {'nodeAffinity': {'requiredDuringSchedulingIgnoredDuringExecution': {
+        'nodeSelectorTerms': [{'matchExpressions': [expression]}]}}}
+
+
+def daemonset_name(slug):
+    """The DaemonSet of the plugin for the nodes whose kubelet serves its sockets in the directory ``slug`` names."""
+    return 'nvidia-device-plugin-' + re.sub('[^a-z0-9-]', '-', slug.lower())
+
+
+def daemonset(target, config_hash, settings):
+    """The plugin's DaemonSet for ``target`` (C(dir): the kubelet's device-plugins directory on its nodes, C(slug): the
+    label value that names it), its pods annotated with ``config_hash`` (the sha256 of the configuration)."""
+    dir_label = settings['label_prefix'] + '/device-plugin-dir'
+    pod_labels = {'app.kubernetes.io/name': settings['app_label'], dir_label: str(target['slug'])}
+    node_selector = dict(settings['pool_labels'])
+    node_selector[dir_label] = target['slug']
+    pod_spec = {
+        'priorityClassName': 'system-node-critical',
+        'automountServiceAccountToken': False,
+        'securityContext': _seccomp_default(),
+    }
+    pod_spec.update(_runtime_class_name(settings))
+    pod_spec.update({
+        'nodeSelector': node_selector,
+        'affinity': _not_paused(settings),
+        'tolerations': _pool_tolerations(settings),
+        'containers': [_plugin_container(settings)],
+        'volumes': _plugin_volumes(target['dir'], settings),
+    })
+    labels = {'app.kubernetes.io/name': settings['app_label']}
+    labels.update(MANAGED_BY)
+    return {
+        'apiVersion': 'apps/v1',
+        'kind': 'DaemonSet',
+        'metadata': {'name': daemonset_name(target['slug']), 'namespace': settings['namespace'], 'labels': labels},
+        'spec': {
+            'selector': {'matchLabels': dict(pod_labels)},
+            'updateStrategy': {'type': 'RollingUpdate'},
+            'template': {
+                'metadata': {'labels': pod_labels,
+                             'annotations': {settings['label_prefix'] + '/config-sha256': config_hash}},
+                'spec': pod_spec,
+            },
+        },
+    }
+
+
+def namespace(settings):
+    """The plugin's namespace, labelled with the Pod Security level the plugin needs (enforce, audit and warn)."""
+    labels = dict(MANAGED_BY)
+    for mode in POD_SECURITY_MODES:
+        labels['pod-security.kubernetes.io/' + mode] = settings['pod_security_level']
+    return {'apiVersion': 'v1', 'kind': 'Namespace', 'metadata': {'name': settings['namespace'], 'labels': labels}}
+
+
+def runtime_class(settings):
+    """The RuntimeClass that runs pods with containerd's NVIDIA runtime handler."""
+    return {
+        'apiVersion': 'node.k8s.io/v1',
+        'kind': 'RuntimeClass',
+        'metadata': {'name': settings['runtime_class_name'], 'labels': dict(MANAGED_BY)},
+        'handler': settings['runtime_handler'],
+    }
+
+
+def config_map(config_text, settings):
+    """The ConfigMap that holds the plugin's config.yaml."""
+    metadata = {'name': settings['config_name'], 'namespace': settings['namespace'], 'labels': dict(MANAGED_BY)}
+    return {'apiVersion': 'v1', 'kind': 'ConfigMap', 'metadata': metadata, 'data': {'config.yaml': config_text}}
+
+
+def cluster_objects(targets, config_text, settings):
+    """The plugin's cluster-wide objects, in the order they are applied: its namespace, the RuntimeClass (when the
+    role makes one), its configuration, and one DaemonSet per target (see daemonset)."""
+    objects = [namespace(settings)]
+    if settings['runtime_class']:
+        objects.append(runtime_class(settings))
+    objects.append(config_map(config_text, settings))
+    config_hash = config_sha256(config_text)
+    objects += [daemonset(target, config_hash, settings) for target in targets]
+    return objects
+
+
+def _mapping(value):
+    return value if isinstance(value, dict) else {}
+
+
+def _gpu_resources(resources):
+    return dict((name, count) for name, count in resources.items() if re.match('nvidia.com/', name))
+
+
+def _runtime_class_in_use(settings):
+    return settings['runtime_class_name'] if settings['runtime_class'] else NO_RUNTIME_CLASS
+
+
+def _pod_line(pod):
+    """The pod's phase and the state of each of its containers."""
+    status = _mapping(pod.get('status'))
+    containers = ''.join(', container %s ready=%s state=%s' % (container['name'], container['ready'], json.dumps(container['state']))
+                         for container in status.get('containerStatuses', []))
+    return 'Device plugin pod %s: phase %s%s.' % (pod['metadata']['name'], status.get('phase', '?'), containers)
+
+
+def _scheduling_layer(settings):
+    return ("Layer: device plugin scheduling. No device plugin pod was created on the node: check that the DaemonSet's "
+            "nodeSelector\n(%s) matches the node's labels and that it tolerates every NoSchedule taint the node carries."
+            % json.dumps(settings['pool_labels']))
+
+
+def _registration_layer(waited, settings):
+    return ("Layer: kubelet device plugin registration. The plugin runs but the kubelet shows no GPUs from it: the plugin "
+            "mounts\n%s, where the kubelet (--root-dir %s) serves kubelet.sock;\ncheck the plugin's log for its "
+            "registration with the kubelet and for NVML errors (RuntimeClass %s)."
+            % (waited['plugin_dir'], waited['kubelet_root_dir'], _runtime_class_in_use(settings)))
+
+
+def _plugin_layer(waited, settings):
+    capabilities = 'CAP_SYS_ADMIN' if plugin_needs_sys_admin(settings) else 'no capabilities'
+    return ("Layer: device plugin. No pod of the current template (image %s, configuration\n%s) is Ready on the node: an "
+            "image that cannot be pulled, a rolling update stuck on another node, a\nmissing host directory, or a plugin "
+            "that cannot initialise NVML because the container runtime gave its own container no GPU\n(RuntimeClass %s; "
+            "device-list strategy\n%s; the plugin runs with %s\nand NVIDIA_VISIBLE_DEVICES=all, which the runtime honours "
+            "only for a container it treats as privileged unless\naccept-nvidia-visible-devices-envvar-when-unprivileged "
+            "is true)."
+            % (settings['image'], waited['config_sha256'][:12], _runtime_class_in_use(settings),
+               settings['device_list_strategy'], capabilities))
+
+
+def diagnosis(pods, node, log_lines, plugin_current, waited, settings):
+    """Why a node did not show its GPUs within the wait, naming the layer to look at.
+
+    ``pods``: the device plugin pods on the node; ``node``: its Node ({} when the API does not know it); ``log_lines``:
+    the last log lines of the first pod; ``plugin_current``: whether a pod of the DaemonSet's current template is Ready
+    there; ``waited``: C(node_name), C(timeout), C(expected) (the GPU resources the Node must show), C(plugin_dir),
+    C(kubelet_root_dir) and C(config_sha256)."""
+    allocatable = _mapping(node.get('status')).get('allocatable') or {}
+    lines = [
+        '%s did not show its GPUs within %ss; it keeps the taint %s.'
+        % (waited['node_name'], waited['timeout'], settings['onboarding_taint']['key']),
+        'Expected: %s; Allocatable: %s.' % (json.dumps(waited['expected']), json.dumps(_gpu_resources(allocatable))),
+    ]
+    if not pods:
+        lines.append(_scheduling_layer(settings))
+    else:
+        lines.append(_pod_line(pods[0]))
+        lines.append(_registration_layer(waited, settings) if plugin_current else _plugin_layer(waited, settings))
+        lines.append('Last log lines: %s' % ' | '.join(str(line) for line in log_lines))
+    return '\n'.join(lines).strip()
