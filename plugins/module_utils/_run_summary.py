@@ -3,7 +3,8 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 """The rows of onboard.yml's and upgrade_driver.yml's summaries (private to gpufleet.node): one per node of the run,
-from what was observed on the node and in the API, never from the inventory's pins."""
+from what was observed on the node and in the API, never from the inventory's pins; and the text of their reports
+(the Markdown, the failure message) from those rows."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -175,3 +176,97 @@ def upgrade_rows(names, hostvars, plan, node_reads):
         node = _node_named(nodes, (host.get('__upgrade') or {}).get('node', name))
         rows.append(_upgrade_row(name, host, node, planned, stopped))
     return rows
+
+
+# --------------------------------------------------------------------------- the reports' text
+
+ONBOARD_COLUMNS = ('node', 'result', 'GPU', 'count', 'driver (kernel module / user space)', 'toolkit', 'containerd', 'runtime',
+                   'allocatable nvidia.com/gpu', 'last smoke test passed (device, time)', 'taints', 'labels')
+UPGRADE_COLUMNS = ('node', 'result', 'before (running / installed)', 'after (running / user space)', 'state', 'cordoned',
+                   'seconds', 'failure')
+# The results that fail upgrade_driver.yml's run.
+UPGRADE_FAILURES = ('failed', 'blocked')
+
+
+def _printed(value):
+    """A value as the reports print it, as Jinja's {{ }} did: None as nothing, anything else as str() gives it."""
+    return '' if value is None else str(value)
+
+
+def _joined(values, separator=', '):
+    """Jinja's join: str() of each value, None included."""
+    return separator.join(str(value) for value in values)
+
+
+def _or_dash(value):
+    return _printed(value or '-')
+
+
+def _table_row(cells):
+    return '| %s |\n' % ' | '.join(_printed(cell) for cell in cells)
+
+
+def _table(columns, rows):
+    """A Markdown table: its header, the separator line, and one line per row of cells."""
+    return _table_row(columns) + '|' + '---|' * len(columns) + '\n' + ''.join(_table_row(cells) for cells in rows)
+
+
+def _onboard_cells(row):
+    return [row['node'], row['result'], row['gpu_model'], row['gpu_count'],
+            '%s / %s' % (_or_dash(row['driver']), _or_dash(row['driver_userspace'])), row['toolkit'], row['containerd'],
+            row['runtime_mode'], row['allocatable_gpu'], _or_dash(row['smoke_test_passed']), _joined(row['taints']),
+            _joined(_joined(label, '=') for label in row['labels'].items())]
+
+
+def _onboard_failure(row):
+    return '- **%s**: %s\n' % (_printed(row['node']), str(row['error']).replace('\n', ' '))
+
+
+def onboard_summary_markdown(rows):
+    """onboard.yml's report (onboard-summary.md) from its rows (onboard_rows): the table, then each failure."""
+    text = '# GPU node onboarding summary\n\n' + _table(ONBOARD_COLUMNS, [_onboard_cells(row) for row in rows])
+    failed = [row for row in rows if row['error']]
+    if failed:
+        text += '\n## Failures\n\n' + ''.join(_onboard_failure(row) for row in failed)
+    return text
+
+
+def _upgrade_failure_cell(row):
+    # A pipe or a line break in the reason (an API's message) or the remedy would break the table's row.
+    remedy = (' Remedy: %s' % (row['remedy'],)) if row['remedy'] else ''
+    cell = ('%s: ' % (row['step'],) if row['step'] else '') + str(row['reason']) + remedy
+    return cell.replace('|', '/').replace('\n', ' ')
+
+
+def _upgrade_cells(row):
+    return [row['node'], row['result'],
+            '%s / %s' % (_or_dash(row['before']['running']), _or_dash(row['before']['installed'])),
+            '%s / %s' % (_or_dash(row['after']['running']), _or_dash(row['after']['userspace'])),
+            _or_dash(row['state']), 'yes' if row['cordoned'] else 'no', row['seconds'], _upgrade_failure_cell(row)]
+
+
+def _step_seconds(row):
+    return ', '.join('%s %s' % (_printed(step['step']), _printed(step['seconds'])) for step in row['steps'])
+
+
+def upgrade_summary_markdown(rows):
+    """upgrade_driver.yml's report (upgrade-driver-summary.md) from its rows (upgrade_rows): the table, then the
+    seconds of each step of the nodes that took any."""
+    text = '# NVIDIA driver rollout\n\n' + _table(UPGRADE_COLUMNS, [_upgrade_cells(row) for row in rows])
+    timed = [row for row in rows if row['steps']]
+    if timed:
+        text += '\n## Time per step (seconds)\n\n' + _table(('node', 'steps'), [(row['node'], _step_seconds(row)) for row in timed])
+    return text
+
+
+def _upgrade_failure(row):
+    step = ('at %s: ' % (row['step'],)) if row['step'] else ''
+    remedy = (' Remedy: %s' % (row['remedy'],)) if row['remedy'] else ''
+    return '%s: %s %s%s%s ' % (_printed(row['node']), _printed(row['result']), step, _printed(row['reason']), remedy)
+
+
+def upgrade_summary_failure(rows, report_dir):
+    """Why upgrade_driver.yml fails: each failed or blocked node with its step, reason and remedy, then where the
+    report is."""
+    failures = ''.join(_upgrade_failure(row) for row in rows if row['result'] in UPGRADE_FAILURES)
+    return ('%sReport: %s/upgrade-driver-summary.md' % (failures, _printed(report_dir))).strip()

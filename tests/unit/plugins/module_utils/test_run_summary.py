@@ -94,5 +94,84 @@ def test_nodes_outside_the_plan_are_up_to_date_or_as_they_ended() -> None:
     assert [(row["node"], row["result"], row["remedy"]) for row in rows] == [("h3", "upgraded", ""), ("h4", "up to date", "")]
 
 
+ONBOARD_HEADER = (
+    "# GPU node onboarding summary\n\n"
+    "| node | result | GPU | count | driver (kernel module / user space) | toolkit | containerd | runtime | allocatable nvidia.com/gpu"
+    " | last smoke test passed (device, time) | taints | labels |\n"
+    "|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+ONBOARD_ROW = {"node": "h1", "result": "onboarded", "error": "", "gpu_model": "NVIDIA H100 80GB HBM3", "gpu_count": 2, "driver": "535.261.03",
+               "driver_userspace": "535.261.03", "toolkit": "1.17.8-1", "containerd": "1.7.24", "runtime_mode": "runtimeclass",
+               "labels": {"node-role.kubernetes.io/gpu": "", "gpu-tier": "h100"}, "taints": ["nvidia.com/gpu", None],
+               "allocatable_gpu": "8", "smoke_test_passed": "GPU-1, 2026-12-06T12:00:00Z"}
+ONBOARD_LINE = ("| h1 | onboarded | NVIDIA H100 80GB HBM3 | 2 | 535.261.03 / 535.261.03 | 1.17.8-1 | 1.7.24 | runtimeclass | 8 | "
+                "GPU-1, 2026-12-06T12:00:00Z | nvidia.com/gpu, None | node-role.kubernetes.io/gpu=, gpu-tier=h100 |\n")
+FAILED_ROW = dict(ONBOARD_ROW, node="h2", result="failed", error="the driver step failed:\nE: no package", gpu_model="", gpu_count=0,
+                  driver="", driver_userspace="", toolkit=None, runtime_mode="", labels={}, taints=[], allocatable_gpu="0",
+                  smoke_test_passed="")
+FAILED_LINE = "| h2 | failed |  | 0 | - / - |  | 1.7.24 |  | 0 | - |  |  |\n"
+
+
+@pytest.mark.parametrize("rows, text", [
+    ([], ONBOARD_HEADER),
+    ([ONBOARD_ROW], ONBOARD_HEADER + ONBOARD_LINE),
+    ([ONBOARD_ROW, FAILED_ROW], ONBOARD_HEADER + ONBOARD_LINE + FAILED_LINE
+     + "\n## Failures\n\n- **h2**: the driver step failed: E: no package\n"),
+    ([dict(FAILED_ROW, error="")], ONBOARD_HEADER + FAILED_LINE),
+], ids=["no node", "onboarded", "a failure", "failed without an error"])
+def test_the_onboarding_summarys_markdown(rows: list, text: str) -> None:
+    assert summary.onboard_summary_markdown(rows) == text
+
+
+UPGRADE_HEADER = (
+    "# NVIDIA driver rollout\n\n"
+    "| node | result | before (running / installed) | after (running / user space) | state | cordoned | seconds | failure |\n"
+    "|---|---|---|---|---|---|---|---|\n")
+UPGRADED = {"node": "n1", "result": "upgraded", "target": "535.261.03", "before": {"running": "535.216.03", "installed": "535.216.03"},
+            "after": {"running": "535.261.03", "userspace": "535.261.03"}, "state": "upgrade-done", "driver_label": "535.261.03",
+            "cordoned": False, "plugin_paused": False, "step": "", "reason": "", "remedy": "",
+            "steps": [{"step": "cordon", "seconds": 12.3}, {"step": "drain", "seconds": 47}], "seconds": 59.3}
+UPGRADED_LINE = "| n1 | upgraded | 535.216.03 / 535.216.03 | 535.261.03 / 535.261.03 | upgrade-done | no | 59.3 |  |\n"
+FAILED = dict(UPGRADED, node="n2", result="failed", after={"running": "", "userspace": ""}, state="upgrade-failed", cordoned=True,
+              step="drain-required", reason="PDB a|b blocks\nthe drain", remedy="free it | re-run\nnow", steps=[], seconds=0)
+# Pipes and line breaks of the reason and the remedy would break the row: they are replaced.
+FAILED_LINE_TEXT = ("| n2 | failed | 535.216.03 / 535.216.03 | - / - | upgrade-failed | yes | 0 | drain-required: PDB a/b blocks the drain"
+                    " Remedy: free it / re-run now |\n")
+UP_TO_DATE = dict(UPGRADED, node="n3", result="up to date", before={"running": "", "installed": ""}, after={"running": None, "userspace": ""},
+                  state="", steps=[], seconds=0)
+BLOCKED = dict(UP_TO_DATE, node="n4", result="blocked", reason="the batch would make 2 GPU node(s) unavailable",
+               remedy=summary.OUTCOME_REMEDIES["blocked"])
+
+
+@pytest.mark.parametrize("rows, text", [
+    ([], UPGRADE_HEADER),
+    ([UPGRADED], UPGRADE_HEADER + UPGRADED_LINE + "\n## Time per step (seconds)\n\n| node | steps |\n|---|---|\n| n1 | cordon 12.3, drain 47 |\n"),
+    ([FAILED, UP_TO_DATE], UPGRADE_HEADER + FAILED_LINE_TEXT + "| n3 | up to date | - / - | - / - | - | no | 0 |  |\n"),
+], ids=["no node", "upgraded, with its steps", "failed and up to date, no steps"])
+def test_the_upgrade_summarys_markdown(rows: list, text: str) -> None:
+    assert summary.upgrade_summary_markdown(rows) == text
+
+
+@pytest.mark.parametrize("rows, message", [
+    ([], "Report: /r/upgrade-driver-summary.md"),
+    ([UPGRADED, UP_TO_DATE], "Report: /r/upgrade-driver-summary.md"),
+    ([FAILED, UPGRADED, BLOCKED],
+     "n2: failed at drain-required: PDB a|b blocks\nthe drain Remedy: free it | re-run\nnow "
+     "n4: blocked the batch would make 2 GPU node(s) unavailable Remedy: " + summary.OUTCOME_REMEDIES["blocked"]
+     + " Report: /r/upgrade-driver-summary.md"),
+    ([dict(FAILED, step="", reason="", remedy="")], "n2: failed  Report: /r/upgrade-driver-summary.md"),
+], ids=["no node", "nothing failed", "failed and blocked", "a failure without step, reason or remedy"])
+def test_the_upgrade_failure_message(rows: list, message: str) -> None:
+    assert summary.upgrade_summary_failure(rows, "/r") == message
+
+
+@pytest.mark.parametrize("row, line", [
+    (dict(UPGRADED, node=None, seconds=None, steps=[]), "|  | upgraded | 535.216.03 / 535.216.03 | 535.261.03 / 535.261.03 | upgrade-done | no |  |  |"),
+    (dict(FAILED, step="", reason=None, remedy=""), "| n2 | failed | 535.216.03 / 535.216.03 | - / - | upgrade-failed | yes | 0 | None |"),
+], ids=["alone: nothing", "joined: None"])
+def test_none_prints_as_the_templates_printed_it(row: dict, line: str) -> None:
+    assert summary.upgrade_summary_markdown([row]).splitlines()[4] == line
+
+
 def test_the_filters() -> None:
-    assert set(FilterModule().filters()) == {"summary_clusters", "onboard_summary_rows", "upgrade_summary_rows"}
+    assert set(FilterModule().filters()) == {"summary_clusters", "onboard_summary_rows", "upgrade_summary_rows", "onboard_summary_markdown",
+                                             "upgrade_summary_markdown", "upgrade_summary_failure"}
