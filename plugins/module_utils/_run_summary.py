@@ -87,7 +87,7 @@ def _onboard_row(name, host, node):
     driver = _mapping(observed.get('driver'))
     gpus = observed.get('gpus') or []
     packages = installed_packages(observed_node.get('packages'))
-    dump = _mapping(_mapping(observed_node.get('commands')).get('containerd_config')).get('stdout') or ''
+    dump = _mapping(_mapping(observed_node.get('commands')).get('containerd_config_dump')).get('stdout') or ''
     metadata = _mapping(node.get('metadata'))
     return {
         'node': name,

@@ -14,9 +14,11 @@ module: gpu_node_read
 short_description: Read, in one round trip, what the runtime and Kubernetes checks of a GPU node look at
 version_added: 0.3.0
 description:
-  - Reads packages, files, sockets, command outputs, the kubelet's command line and configuration, and runs one
-    container through containerd's nvidia handler, all in one module run, so that a layered check of a node costs
-    one round trip for its runtime and Kubernetes layers instead of one per read.
+  - Reads packages, files, sockets, a fixed set of command outputs (apt's policy, systemd units, containerd's version and
+    configuration, nvidia-ctk's version), the kubelet's command line and configuration, and runs one container through
+    containerd's nvidia handler, all in one module run, so that a layered check of a node costs one round trip for its
+    runtime and Kubernetes layers instead of one per read.
+  - It takes no command of the caller's choosing on the host; each read runs the one program it names, without a shell.
   - It only reads and reports; it judges nothing. The roles' C(check) entry points interpret what it returns.
   - Nothing is changed on the node; the container of O(container_run) is removed when it exits (C(ctr run --rm)).
 author:
@@ -49,10 +51,36 @@ options:
     description: 'Paths to look up, as C({id: path}).'
     type: dict
     default: {}
-  commands:
-    description: 'Commands to run in the given order, as C({id: argv}), without a shell.'
-    type: dict
-    default: {}
+  reads:
+    description:
+      - Reads that take no argument, each returned under RV(commands) by its name.
+      - V(apt_lists) shows whether apt has package lists, with C(find /var/lib/apt/lists -maxdepth 1 -name *_Packages*
+        -print -quit); its output is empty when there are none, as after an image build that emptied them.
+      - V(dpkg_architecture) is C(dpkg --print-architecture); V(nvidia_ctk_version) is C(nvidia-ctk --version);
+        V(containerd_version) is C(ctr version).
+    type: list
+    elements: str
+    choices: [apt_lists, dpkg_architecture, nvidia_ctk_version, containerd_version]
+    default: []
+  apt_policy:
+    description: Packages whose apt policy to read (C(apt-cache policy), returned as C(commands.apt_policy)).
+    type: list
+    elements: str
+    default: []
+  services:
+    description:
+      - systemd units to read with C(systemctl show), returned as C(commands.services).
+      - The properties read are C(Id), C(LoadState), C(UnitFileState), C(ActiveState) and C(SubState), one block per
+        unit in the given order.
+    type: list
+    elements: str
+    default: []
+  containerd_config_dump:
+    description:
+      - containerd's configuration file to load with C(containerd --config <file> config dump), returned as
+        C(commands.containerd_config_dump); an empty string loads containerd's default file.
+      - Not read when not given.
+    type: str
   kubelet_service:
     description:
       - systemd unit of the kubelet. When given, its main process's command line is read, and the file named by
@@ -62,12 +90,35 @@ options:
     default: ''
   containerd_check:
     description:
-      - Command line of the containerd_nvidia role's configuration checker, run after the kubelet was read.
-        C(--systemd-cgroup true) or C(false) is appended when the kubelet names a cgroup driver, so that the
-        nvidia handler's C(SystemdCgroup) must match it.
-    type: list
-    elements: str
-    default: []
+      - The containerd_nvidia role's configuration checker, run with C(/usr/bin/python3) after the kubelet was read.
+      - C(--systemd-cgroup true) or C(false) is passed when the kubelet names a cgroup driver, so that the nvidia
+        handler's C(SystemdCgroup) must match it.
+    type: dict
+    suboptions:
+      checker:
+        description: The checker the role installed (C(containerd-config-check.py)).
+        type: path
+        required: true
+      config:
+        description: containerd's configuration file.
+        type: path
+        required: true
+      runtime_name:
+        description: The nvidia runtime's name.
+        type: str
+        required: true
+      binary_name:
+        description: The runtime binary the handler must name.
+        type: str
+        required: true
+      default_runtime:
+        description: The default runtime's name the configuration must have.
+        type: str
+        required: true
+      config_version:
+        description: containerd's configuration version (2 or 3).
+        type: int
+        required: true
   container_run:
     description:
       - A container to run through the runtime of a containerd runtime handler, the way the CRI would.
@@ -118,6 +169,8 @@ EXAMPLES = r'''
 - name: Read what the runtime checks need
   gpufleet.node.gpu_node_read:
     packages: [nvidia-container-toolkit, containerd]
+    reads: [containerd_version]
+    services: [containerd]
     files:
       toolkit_config: /etc/nvidia-container-runtime/config.toml
     kubelet_service: kubelet
@@ -155,7 +208,9 @@ stats:
   returned: always
   type: dict
 commands:
-  description: Per id C(cmd), C(rc), C(stdout), C(stderr), C(timed_out), C(not_found).
+  description:
+    - Per read that ran, by its name (those of O(reads), and V(apt_policy), V(services) and V(containerd_config_dump)
+      when asked for), the command's C(cmd), C(rc), C(stdout), C(stderr), C(timed_out) and C(not_found).
   returned: always
   type: dict
 kubelet:
@@ -271,7 +326,37 @@ def read_kubelet(runner, service):
     return kubelet
 
 
-def run_containerd_check(runner, argv, kubelet):
+READS = {
+    'apt_lists': ['find', '/var/lib/apt/lists', '-maxdepth', '1', '-name', '*_Packages*', '-print', '-quit'],
+    'dpkg_architecture': ['dpkg', '--print-architecture'],
+    'nvidia_ctk_version': ['nvidia-ctk', '--version'],
+    'containerd_version': ['ctr', 'version'],
+}
+SERVICE_PROPERTIES = ['Id', 'LoadState', 'UnitFileState', 'ActiveState', 'SubState']
+
+
+def read_commands(runner, params):
+    """The fixed reads asked for, by name, in a fixed order."""
+    argvs = [(name, READS[name]) for name in READS if name in params['reads']]
+    if params['apt_policy']:
+        argvs.append(('apt_policy', ['apt-cache', 'policy'] + list(params['apt_policy'])))
+    if params['services']:
+        properties = ['--property=' + name for name in SERVICE_PROPERTIES]
+        argvs.append(('services', ['systemctl', 'show'] + properties + ['--'] + list(params['services'])))
+    if params['containerd_config_dump'] is not None:
+        config = ['--config', params['containerd_config_dump']] if params['containerd_config_dump'] else []
+        argvs.append(('containerd_config_dump', ['containerd'] + config + ['config', 'dump']))
+    return dict((name, runner.run(argv).as_dict()) for name, argv in argvs)
+
+
+def containerd_check_argv(spec):
+    return ['/usr/bin/python3', spec['checker'], '--config', spec['config'], '--runtime-name', spec['runtime_name'],
+            '--binary-name', spec['binary_name'], '--default-runtime', spec['default_runtime'],
+            '--config-version', str(spec['config_version'])]
+
+
+def run_containerd_check(runner, spec, kubelet):
+    argv = containerd_check_argv(spec)
     systemd_cgroup = None
     if kubelet and kubelet['cgroup_driver']:
         systemd_cgroup = kubelet['cgroup_driver'] == 'systemd'
@@ -351,7 +436,7 @@ def read_node(module):
         'packages': read_packages(runner, params['packages']),
         'files': dict((key, read_file(path)) for key, path in params['files'].items()),
         'stats': dict((key, stat_path(path)) for key, path in params['stats'].items()),
-        'commands': dict((key, runner.run(argv).as_dict()) for key, argv in params['commands'].items()),
+        'commands': read_commands(runner, params),
     }
     if params['host_check']:
         facts = Gatherer(runner, host_root=params['host_check']['host_root'],
@@ -378,9 +463,19 @@ def run_module():
             packages=dict(type='list', elements='str', default=[]),
             files=dict(type='dict', default={}),
             stats=dict(type='dict', default={}),
-            commands=dict(type='dict', default={}),
+            reads=dict(type='list', elements='str', default=[], choices=sorted(READS)),
+            apt_policy=dict(type='list', elements='str', default=[]),
+            services=dict(type='list', elements='str', default=[]),
+            containerd_config_dump=dict(type='str'),
             kubelet_service=dict(type='str', default=''),
-            containerd_check=dict(type='list', elements='str', default=[]),
+            containerd_check=dict(type='dict', options=dict(
+                checker=dict(type='path', required=True),
+                config=dict(type='path', required=True),
+                runtime_name=dict(type='str', required=True),
+                binary_name=dict(type='str', required=True),
+                default_runtime=dict(type='str', required=True),
+                config_version=dict(type='int', required=True),
+            )),
             container_run=dict(type='dict', options=dict(
                 containerd_config=dict(type='path', required=True),
                 handler=dict(type='str', required=True),
@@ -394,9 +489,6 @@ def run_module():
         ),
         supports_check_mode=True,
     )
-    bad = [key for key, argv in module.params['commands'].items() if not isinstance(argv, list) or not argv]
-    if bad:
-        module.fail_json(msg='commands: %s must each be a non-empty list of arguments' % ', '.join(sorted(bad)))
     host_root = (module.params['host_check'] or {}).get('host_root')
     if host_root and not os.path.isdir(host_root):
         module.fail_json(msg='host_check.host_root is %r: it must be an existing directory (/ for this host)' % host_root)

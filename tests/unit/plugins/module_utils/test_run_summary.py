@@ -20,7 +20,7 @@ OBSERVED = {"host": {"nvidia_gpu": {"driver": {"kernel_module_version": "535.261
                                     "gpus": [{"name": "NVIDIA H100 80GB HBM3"}, {"name": "NVIDIA H100 80GB HBM3"}]}},
             "packages": {"containerd": {"status": "installed", "version": "1.7.24~ds1-6+b2"},
                          "nvidia-container-toolkit": {"status": "half-installed", "version": "1.17.8-1"}},
-            "commands": {"containerd_config": {"stdout": 'default_runtime_name = "runc"\n[plugins.cri.containerd.runtimes.nvidia]\n'}}}
+            "commands": {"containerd_config_dump": {"stdout": 'default_runtime_name = "runc"\n[plugins.cri.containerd.runtimes.nvidia]\n'}}}
 HOSTS = {
     "h1": {"gpu_node_join_node_name": "n1", "gpu_node_join_kubeconfig": "/etc/a.conf", "gpu_node_join_api_host": "cp-a",
            "__upgrade": {"node": "n1", "target": "535.261.03"}, "__upgrade_from": {"running": "535.216.03", "installed": "535.216.03"},
@@ -28,7 +28,7 @@ HOSTS = {
            "__upgrade_steps": STEPS, "__upgrade_after": {"nvidia_gpu": {"driver": {"kernel_module_version": "535.216.03"}}},
            "onboard_observed": OBSERVED, "onboard_done": True},
     "h2": {"__upgrade": {"node": "node-2", "target": "535.261.03"}, "onboard_error": "the driver step failed",
-           "onboard_observed": {"commands": {"containerd_config": {"stdout": 'default_runtime_name = "nvidia"'}}}},
+           "onboard_observed": {"commands": {"containerd_config_dump": {"stdout": 'default_runtime_name = "nvidia"'}}}},
     "h3": {"gpu_node_join_kubeconfig": "/etc/a.conf", "gpu_node_join_api_host": "cp-a", "__upgrade_result": {"result": "upgraded"}},
     "h4": {},
 }
@@ -62,7 +62,7 @@ def test_a_node_not_onboarded(name: str, result: str, error: str, runtime_mode: 
 
 
 def test_no_nvidia_handler_in_the_loaded_configuration() -> None:
-    host = {"onboard_observed": {"commands": {"containerd_config": {"stdout": 'default_runtime_name = "runc"'}}}}
+    host = {"onboard_observed": {"commands": {"containerd_config_dump": {"stdout": 'default_runtime_name = "runc"'}}}}
     assert summary.onboard_rows(["h"], {"h": host}, {})[0]["runtime_mode"] == "no nvidia handler"
 
 

@@ -89,18 +89,53 @@ def test_files_and_stats_report_what_exists(tmp_path):
     assert result["stats"]["gone"] == {"path": str(tmp_path / "gone.sock"), "exists": False, "type": ""}
 
 
-def test_commands_run_in_order_and_keep_their_results():
-    commands = FakeCommands({("ctr", "version"): (0, "Server:\n  Version:  v1.6.20\n", ""), ("false",): (1, "", "no\n")})
-    result = run({"commands": {"version": ["ctr", "version"], "broken": ["false"]}}, commands)
-    assert result["commands"]["version"]["rc"] == 0 and "v1.6.20" in result["commands"]["version"]["stdout"]
-    assert result["commands"]["broken"]["rc"] == 1 and result["commands"]["broken"]["stderr"] == "no\n"
-    assert [call[0] for call in commands.calls] == ["/usr/bin/ctr", "/usr/bin/false"]
+APT_LISTS = ("find", "/var/lib/apt/lists", "-maxdepth", "1", "-name", "*_Packages*", "-print", "-quit")
+SHOW_SERVICES = ("systemctl", "show", "--property=Id", "--property=LoadState", "--property=UnitFileState",
+                 "--property=ActiveState", "--property=SubState", "--")
 
 
-def test_a_command_that_is_not_a_list_is_refused():
-    result = run({"commands": {"version": "ctr version"}}, FakeCommands())
-    assert result["failed"] is True
-    assert result["msg"] == "commands: version must each be a non-empty list of arguments"
+def test_each_read_runs_its_own_program_and_keeps_its_result():
+    commands = FakeCommands({
+        ("ctr", "version"): (0, "Server:\n  Version:  v1.6.20\n", ""),
+        ("dpkg", "--print-architecture"): (0, "amd64\n", ""),
+        ("nvidia-ctk", "--version"): (1, "", "no\n"),
+        APT_LISTS: (0, "", ""),
+        ("apt-cache", "policy", "containerd", "nvidia-container-toolkit"): (0, "containerd:\n", ""),
+        SHOW_SERVICES + ("containerd", "-x.service"): (0, "Id=containerd.service\n", ""),
+        ("containerd", "--config", "/etc/containerd/config.toml", "config", "dump"): (0, "version = 2\n", ""),
+    })
+    result = run({"reads": ["containerd_version", "nvidia_ctk_version", "dpkg_architecture", "apt_lists"],
+                  "apt_policy": ["containerd", "nvidia-container-toolkit"], "services": ["containerd", "-x.service"],
+                  "containerd_config_dump": "/etc/containerd/config.toml"}, commands)
+    read = result["commands"]
+    assert list(read) == ["apt_lists", "dpkg_architecture", "nvidia_ctk_version", "containerd_version", "apt_policy",
+                          "services", "containerd_config_dump"]
+    assert read["containerd_version"]["rc"] == 0 and "v1.6.20" in read["containerd_version"]["stdout"]
+    assert read["nvidia_ctk_version"]["rc"] == 1 and read["nvidia_ctk_version"]["stderr"] == "no\n"
+    assert read["dpkg_architecture"]["stdout"] == "amd64\n" and read["apt_lists"]["stdout"] == ""
+    assert read["apt_policy"]["stdout"] == "containerd:\n" and read["services"]["stdout"] == "Id=containerd.service\n"
+    assert read["containerd_config_dump"]["stdout"] == "version = 2\n"
+    assert len(commands.calls) == 7
+
+
+def test_an_empty_config_path_dumps_containerds_default_configuration():
+    commands = FakeCommands({("containerd", "config", "dump"): (0, "version = 3\n", "")})
+    assert run({"containerd_config_dump": ""}, commands)["commands"]["containerd_config_dump"]["stdout"] == "version = 3\n"
+
+
+def test_nothing_runs_when_no_read_is_asked_for():
+    commands = FakeCommands()
+    assert run({}, commands)["commands"] == {} and commands.calls == []
+
+
+def test_a_read_of_no_fixed_name_is_refused():
+    result = run({"reads": ["rm -rf /"]}, FakeCommands())
+    assert result["failed"] is True and "reads" in result["msg"] and "apt_lists" in result["msg"]
+
+
+def test_an_arbitrary_command_is_not_an_option():
+    result = run({"commands": {"version": ["ctr", "version"]}}, FakeCommands())
+    assert result["failed"] is True and "commands" in result["msg"]
 
 
 def kubelet_tree(tmp_path, cmdline, config_text=None):
@@ -142,19 +177,23 @@ def test_a_stopped_kubelet_has_no_command_line():
     assert result["kubelet"]["main_pid"] == 0 and result["kubelet"]["cmdline"] == [] and result["kubelet"]["cgroup_driver"] == ""
 
 
-CHECKER = ["/usr/bin/python3", "/usr/local/libexec/gpufleet/containerd-config-check.py", "--config", "/etc/containerd/config.toml"]
+CHECKER = {"checker": "/usr/local/libexec/gpufleet/containerd-config-check.py", "config": "/etc/containerd/config.toml",
+           "runtime_name": "nvidia", "binary_name": "/usr/bin/nvidia-container-runtime", "default_runtime": "runc",
+           "config_version": 2}
+CHECKER_ARGV = ["python3", CHECKER["checker"], "--config", "/etc/containerd/config.toml", "--runtime-name", "nvidia",
+                "--binary-name", "/usr/bin/nvidia-container-runtime", "--default-runtime", "runc", "--config-version", "2"]
 
 
 def test_the_containerd_checker_gets_the_kubelet_cgroup_driver(tmp_path):
     proc = kubelet_tree(tmp_path, ["/usr/bin/kubelet", "--cgroup-driver=cgroupfs"])
-    answers = {SHOW_KUBELET: (0, "4242\n", ""), tuple(["python3"] + CHECKER[1:] + ["--systemd-cgroup", "false"]): (0, "{}\n", "")}
+    answers = {SHOW_KUBELET: (0, "4242\n", ""), tuple(CHECKER_ARGV + ["--systemd-cgroup", "false"]): (0, "{}\n", "")}
     with mock.patch.object(gpu_node_read, "PROC_ROOT", str(proc)):
         result = run({"kubelet_service": "kubelet", "containerd_check": CHECKER}, FakeCommands(answers))
     assert result["containerd_check"]["rc"] == 0 and result["containerd_check"]["systemd_cgroup"] is False
 
 
 def test_the_containerd_checker_runs_without_a_driver_when_no_kubelet_is_read():
-    answers = {tuple(["python3"] + CHECKER[1:]): (1, "", "containerd loaded it but: no runtime 'nvidia'\n")}
+    answers = {tuple(CHECKER_ARGV): (1, "", "containerd loaded it but: no runtime 'nvidia'\n")}
     result = run({"containerd_check": CHECKER}, FakeCommands(answers))
     assert result["containerd_check"]["rc"] == 1 and result["containerd_check"]["systemd_cgroup"] is None
     assert "kubelet" not in result
