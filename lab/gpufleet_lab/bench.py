@@ -495,6 +495,16 @@ def render(figures: dict) -> str:
     return "\n".join(lines)
 
 
+COMPARISONS_HEADING = "## Before and after a change"
+
+
+def with_comparisons_kept(text: str, previous: str) -> str:
+    """The new page, with the previous page's before-and-after comparisons (measured by hand, side by side, for a
+    change; make bench does not measure them) kept at its end."""
+    _before, heading, kept = previous.partition(COMPARISONS_HEADING)
+    return text.rstrip("\n") + "\n\n" + heading + kept if heading else text
+
+
 def _jsonable(value: object) -> object:
     if isinstance(value, Profile):
         return dataclasses.asdict(value)
@@ -514,7 +524,8 @@ def main() -> int:
         (reports / "benchmarks.json").write_text(json.dumps(_jsonable(figures), indent=2) + "\n")
         run([LABCTL, "kube", "down"], check=False)
     plot(figures["curve"], CURVE_PNG)
-    text = render(figures)
-    (REPO / "docs" / "benchmarks.md").write_text(text)
+    page = REPO / "docs" / "benchmarks.md"
+    text = with_comparisons_kept(render(figures), page.read_text() if page.exists() else "")
+    page.write_text(text)
     print(text)
     return 0

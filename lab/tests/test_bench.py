@@ -236,3 +236,10 @@ def test_the_cpu_bound_splits_fixed_and_per_node_cpu_time() -> None:
     assert f"- {parts[0]}: 6.0 s per node" in text
     assert "4 nodes at least 2.00x the 1-node re-run" in text  # (4 + 40) / 2 cores / 11 s
     assert f"| CPU time of the {parts[1]} | 2.0 | 4.0 | 8.0 | 16.0 |" in text
+
+
+def test_the_before_and_after_comparisons_survive_a_new_bench() -> None:
+    previous = "# Benchmarks\n\nold figures\n\n## Before and after a change\n\n| a | b |\n"
+    assert bench.with_comparisons_kept("# Benchmarks\n\nnew figures\n", previous) == (
+        "# Benchmarks\n\nnew figures\n\n## Before and after a change\n\n| a | b |\n")
+    assert bench.with_comparisons_kept("# Benchmarks\n\nnew figures\n", "# Benchmarks\n\nold\n") == "# Benchmarks\n\nnew figures\n"
