@@ -13,6 +13,8 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+from ansible_collections.gpufleet.node.plugins.module_utils._report_text import joined as _joined, printed as _printed
+
 # From the host up, the columns of the HTML page.
 LAYERS = ('host', 'runtime', 'kubernetes')
 # As markupsafe (Jinja's escape filter) writes them; & first.
@@ -40,22 +42,12 @@ th { background: #eee; }
 '''
 
 
-def _printed(value):
-    """A value as the report prints it, as Jinja's {{ }} did: None as nothing, anything else as str() gives it."""
-    return '' if value is None else str(value)
-
-
 def _escape(value):
     """As Jinja's escape filter: str() of the value (None included), its HTML characters escaped."""
     text = str(value)
     for character, entity in _HTML_ESCAPES:
         text = text.replace(character, entity)
     return text
-
-
-def _joined(values, separator=', '):
-    """Jinja's join: str() of each value, None included."""
-    return separator.join(str(value) for value in values)
 
 
 def _failed(report):

@@ -12,6 +12,8 @@ __metaclass__ = type
 
 import re
 
+from ansible_collections.gpufleet.node.plugins.module_utils._report_text import joined as _joined, printed as _printed
+
 DEFAULT_KUBECONFIG = '~/.kube/config'
 DEFAULT_API_HOST = 'localhost'
 # The labels of a Node the onboarding summary shows.
@@ -186,16 +188,6 @@ UPGRADE_COLUMNS = ('node', 'result', 'before (running / installed)', 'after (run
                    'seconds', 'failure')
 # The results that fail upgrade_driver.yml's run.
 UPGRADE_FAILURES = ('failed', 'blocked')
-
-
-def _printed(value):
-    """A value as the reports print it, as Jinja's {{ }} did: None as nothing, anything else as str() gives it."""
-    return '' if value is None else str(value)
-
-
-def _joined(values, separator=', '):
-    """Jinja's join: str() of each value, None included."""
-    return separator.join(str(value) for value in values)
 
 
 def _or_dash(value):

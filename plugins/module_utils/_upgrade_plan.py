@@ -14,13 +14,10 @@ __metaclass__ = type
 
 import json
 
+from ansible_collections.gpufleet.node.plugins.module_utils._report_text import printed as _printed
+
 # The upgrade states a node does not resume from: none yet, or the last rollout finished on it.
 FRESH_STATES = ('', 'upgrade-done', 'upgrade-required')
-
-
-def _printed(value):
-    """A value as the plan prints it, as Jinja's {{ }} did: None as nothing, anything else as str() gives it."""
-    return '' if value is None else str(value)
 
 
 def _unique_targets(targets):
