@@ -8,23 +8,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.gpufleet.node.plugins.filter.node_read import file_in_place
-from ansible_collections.gpufleet.node.plugins.module_utils import _openpgp
-
-
-def keyring_in_place(entry, fingerprints, content='', mode='0644', owner='root', group='root'):
-    """Whether an ASCII-armored keyring (a ``files`` entry of gpu_node_read) holds exactly the primary keys of
-    ``fingerprints`` with this mode, owner and group, and, when ``content`` is given, exactly ``content``."""
-    entry = entry or {}
-    text = entry.get('content', '')
-    in_place = file_in_place(entry, text, mode, owner, group) and _openpgp.is_armored(text)
-    if not in_place or (content and text != content):
-        return False
-    try:
-        expected = sorted(set(_openpgp.normalize_fingerprint(value) for value in fingerprints or []))
-        return bool(expected) and sorted(set(_openpgp.fingerprints(text))) == expected
-    except _openpgp.OpenPGPError:
-        return False
+from ansible_collections.gpufleet.node.plugins.module_utils._node_state import keyring_in_place
 
 
 class FilterModule(object):

@@ -19,4 +19,5 @@ class FilterModule(object):
             'driver_packages_to_unhold': _nvidia_driver.packages_to_unhold,
             'driver_plan': _nvidia_driver.driver_plan,
             'driver_package_states': _nvidia_driver.package_states,
+            'nvidia_driver_found': _nvidia_driver.host_found,
         }

@@ -1,13 +1,14 @@
-"""Filters over gpu_node_read results: installed_versions, packages_at, held_packages, file_in_place, dir_in_place,
-systemctl_show, modules_lost, apt_failure, dpkg_audit."""
+"""Judging gpu_node_read results (module_utils/_node_state.py, behind the node_read filters): installed_versions,
+packages_at, held_packages, file_in_place, dir_in_place, systemctl_show, modules_lost, apt_failure, dpkg_audit."""
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
 
-from ansible_collections.gpufleet.node.plugins.filter.node_read import (
-    FilterModule, apt_failure, dir_in_place, dirs_in_place, dpkg_audit, file_in_place, held_packages, installed_versions, modules_lost,
+from ansible_collections.gpufleet.node.plugins.filter.node_read import FilterModule
+from ansible_collections.gpufleet.node.plugins.module_utils._node_state import (
+    apt_failure, dir_in_place, dirs_in_place, dpkg_audit, file_in_place, held_packages, installed_versions, modules_lost,
     packages_at, proc_modules, systemctl_show,
 )
 

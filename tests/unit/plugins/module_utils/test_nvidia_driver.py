@@ -90,4 +90,71 @@ def test_check_mode_judges_what_the_run_would_leave() -> None:
 
 def test_the_filters() -> None:
     assert set(FilterModule().filters()) == {"driver_packages_moving", "driver_install_specs", "driver_packages_to_unhold",
-                                             "driver_plan", "driver_package_states"}
+                                             "driver_plan", "driver_package_states", "nvidia_driver_found"}
+
+
+SOURCE = "Types: deb\nURIs: https://mirror.example/cuda\n"
+MODULES_LOAD = "nvidia\nnvidia_uvm\n"
+BLACKLIST = "blacklist nouveau\n"
+WANTED_FILES = {"repository": True, "keyring": "", "key_fingerprints": [""], "key_content": "", "source": SOURCE,
+                "modules_load": MODULES_LOAD, "blacklist": BLACKLIST, "blacklist_nouveau": True, "dkms_signs": False}
+
+
+def _file(content: str | None, mode: str = "0644") -> dict:
+    if content is None:
+        return {"exists": False}
+    return {"exists": True, "content": content, "mode": mode, "owner": "root", "group": "root"}
+
+
+def _read(**files: dict) -> dict:
+    base = {"source": _file(SOURCE), "modules_load": _file(MODULES_LOAD), "blacklist": _file(BLACKLIST),
+            "dkms_signing": _file(None), "keyring_asc": _file(None), "keyring_gpg": _file(None),
+            "loaded_module": _file("535.261.03\n", "0444")}
+    return {"files": {**base, **files},
+            "commands": {"apt_lists": {"stdout": "lock\npartial\n"},
+                         "services": {"stdout": "Id=nvidia-persistenced.service\nUnitFileState=enabled\nActiveState=active\n"}}}
+
+
+def test_a_host_with_everything_in_place_has_nothing_to_write() -> None:
+    found = driver.host_found(_read(), WANTED_FILES)
+    assert (found["source_to_write"], found["boot_files_to_write"]) == (False, False)
+    assert found["loaded_module_version"] == "535.261.03"
+    assert found["persistenced"]["UnitFileState"] == "enabled" and found["apt_lists_read"] is True
+
+
+@pytest.mark.parametrize(("files", "wanted", "source_to_write"), [
+    ({"source": _file(SOURCE, "0600")}, {}, True),                            # mode differs
+    ({"source": _file(None)}, {}, True),                                      # missing
+    ({}, {"keyring": "/etc/apt/keyrings/x.asc", "key_fingerprints": ["AB" * 20]}, True),  # keyring missing
+    ({}, {"keyring": "/etc/apt/keyrings/x.gpg", "key_fingerprints": ["AB" * 20]}, True),  # binary: judged on the host
+    ({"source": _file(None)}, {"repository": False}, False),                  # no repository, no file of the role
+    ({"keyring_gpg": _file("\x99")}, {"repository": False}, True),           # a key left behind is removed
+])
+def test_the_package_source_is_written_when_it_or_its_key_is_not_in_place(files: dict, wanted: dict,
+                                                                          source_to_write: bool) -> None:
+    assert driver.host_found(_read(**files), {**WANTED_FILES, **wanted})["source_to_write"] is source_to_write
+
+
+@pytest.mark.parametrize(("files", "wanted", "to_write"), [
+    ({"modules_load": _file("nvidia\n")}, {}, True),
+    ({"blacklist": _file(None)}, {}, True),
+    ({"blacklist": _file(None)}, {"blacklist_nouveau": False}, False),
+    ({}, {"blacklist_nouveau": False}, True),                                 # the blacklist is to remove
+    ({}, {"dkms_signs": True}, True),                                         # written each run
+    ({"dkms_signing": _file("x")}, {}, True),                                 # a signing file left behind
+    ({"dkms_signing": {}}, {}, True),                                         # not read: not known to be absent
+])
+def test_the_boot_files_are_written_when_one_is_not_as_wanted(files: dict, wanted: dict, to_write: bool) -> None:
+    assert driver.host_found(_read(**files), {**WANTED_FILES, **wanted})["boot_files_to_write"] is to_write
+
+
+def test_an_empty_read_finds_nothing_in_place() -> None:
+    found = driver.host_found({}, WANTED_FILES)
+    assert found["source_to_write"] and found["boot_files_to_write"]
+    assert (found["loaded_module_version"], found["persistenced"], found["apt_lists_read"]) == ("", {}, True)
+
+
+def test_emptied_apt_lists_are_told_apart_from_unread_ones() -> None:
+    read = _read()
+    read["commands"]["apt_lists"] = {"stdout": ""}
+    assert driver.host_found(read, WANTED_FILES)["apt_lists_read"] is False
