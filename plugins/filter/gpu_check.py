@@ -113,6 +113,7 @@ def _observed_versions(read, images):
     return {
         'driver_running': driver.get('kernel_module_version') or '',
         'driver_userspace': driver.get('userspace_version') or '',
+        'driver_cuda': driver.get('cuda_version') or '',
         'driver_package': packages.get('libnvidia-ml1', ''),
         'toolkit': packages.get('nvidia-container-toolkit', ''),
         'containerd': packages.get('containerd', ''),

@@ -17,6 +17,7 @@ import glob
 import os
 import stat
 
+from ansible_collections.gpufleet.node.plugins.module_utils import _cuda
 from ansible_collections.gpufleet.node.plugins.module_utils._nvidia_parsers import (
     QUERY_GPU_FIELDS,
     NvidiaParseError,
@@ -33,6 +34,7 @@ from ansible_collections.gpufleet.node.plugins.module_utils._nvidia_parsers impo
     parse_proc_modules,
     parse_query_gpu_csv,
     parse_secure_boot_efivar,
+    parse_smi_header,
     parse_smi_list,
     parse_xid_events,
     version_from_library_name,
@@ -85,6 +87,7 @@ CHECK_LAYERS = {
     'nvidia_smi_runs': 'driver',
     'driver_versions_match': 'driver',
     'driver_version_expected': 'driver',
+    'cuda_supported': 'driver',
     'gpu_count_expected': 'gpu',
     'mig_mode_expected': 'gpu',
     'critical_xids_absent': 'gpu',
@@ -216,12 +219,14 @@ def stat_node(tree, name):
 
 
 class Gatherer:
-    """Collects every host-layer fact (one nvidia-smi call, a second only when MIG is enabled)."""
+    """Collects every host-layer fact (one nvidia-smi call, a second only when MIG is enabled, and one more for the
+    CUDA version when ``read_cuda``: plain nvidia-smi's header is the only place it prints it)."""
 
-    def __init__(self, runner, host_root='/', nvidia_smi_path=None):
+    def __init__(self, runner, host_root='/', nvidia_smi_path=None, read_cuda=False):
         self.runner = runner
         self.tree = HostTree(host_root)
         self.nvidia_smi_path = nvidia_smi_path or 'nvidia-smi'
+        self.read_cuda = read_cuda
 
     def gather(self):
         problems = []
@@ -234,6 +239,7 @@ class Gatherer:
         facts['nvidia_smi'], facts['gpus'] = self._nvidia_smi()
         facts['gpu_count'] = len(facts['gpus']) if (facts['nvidia_smi']['ok'] or facts['gpus']) else None
         facts['driver']['nvml_library_versions'] = find_nvml_libraries(self.tree)
+        self._cuda_version(facts)
         self._userspace_version(facts)
         facts['device_nodes'] = self._device_nodes(facts)
         facts['kernel_log'], facts['xid_events'] = self._kernel_log(facts)
@@ -341,6 +347,25 @@ class Gatherer:
                     smi.update(error_class='malformed_output', error_message=str(exc))
         smi['ok'] = smi['error_class'] is None
         return smi, gpus
+
+    def _cuda_version(self, facts):
+        driver = facts['driver']
+        driver.update(cuda_version=None, cuda_version_source=None, cuda_version_error=None)
+        if not self.read_cuda:
+            return
+        if not facts['nvidia_smi']['ok']:
+            driver['cuda_version_error'] = 'nvidia-smi failed'
+            return
+        table = self.runner.run([self.nvidia_smi_path])
+        try:
+            if not table.ok:
+                raise NvidiaParseError('nvidia-smi exited with %s: %s' % (table.rc, table.output.strip()[:300]))
+            driver['cuda_version'] = parse_smi_header(table.stdout)['cuda_version']
+            driver['cuda_version_source'] = 'nvidia-smi'
+            if driver['cuda_version'] is None:
+                driver['cuda_version_error'] = 'nvidia-smi prints CUDA Version: N/A'
+        except NvidiaParseError as exc:
+            driver['cuda_version_error'] = str(exc)
 
     def _userspace_version(self, facts):
         driver = facts['driver']
@@ -546,6 +571,7 @@ def evaluate(facts, params):
         _check_nvidia_smi(facts),
         _check_versions_match(facts),
         _check_expected_version(facts, params.get('expected_driver_version')),
+        _check_cuda(facts, params.get('cuda_versions') or [], params.get('cuda_forward_compat')),
         _check_gpu_count(facts, params.get('expected_gpu_count')),
         _check_mig_mode(facts, params.get('expected_mig_mode')),
         _check_xids(facts, critical),
@@ -739,6 +765,14 @@ def _check_expected_version(facts, expected):
         return _check('driver_version_expected', 'pass', 'driver version is %s (%s)' % (expected, ', '.join(what for what, dummy in seen)))
     return _check('driver_version_expected', 'fail', 'expected driver %s: %s' % (expected, '; '.join(wrong)),
                   'install driver %s (nvidia_driver role: nvidia_driver_version) and reboot or reload the modules' % expected)
+
+
+def _check_cuda(facts, cuda_versions, forward_compat):
+    driver = facts['driver']
+    status, message, remedy = _cuda.host_check(driver.get('cuda_version'), cuda_versions, bool(forward_compat),
+                                               [gpu.get('name') or '' for gpu in facts['gpus']],
+                                               driver.get('cuda_version_error') or '')
+    return _check('cuda_supported', status, message, remedy)
 
 
 def _check_gpu_count(facts, expected):

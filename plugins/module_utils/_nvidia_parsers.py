@@ -262,6 +262,26 @@ def parse_smi_list(text):
     return gpus
 
 
+_SMI_HEADER_RE = re.compile(
+    r'^\|\s*NVIDIA-SMI\s+(?P<smi>\d+(?:\.\d+)+)\s+Driver Version:\s+(?P<driver>\d+(?:\.\d+)+)'
+    r'\s+CUDA Version:\s+(?P<cuda>\d+\.\d+|N/A)\s*\|$')
+
+
+def parse_smi_header(text):
+    """The header of plain `nvidia-smi`'s table: {'nvidia_smi_version', 'driver_version', 'cuda_version'}.
+
+    ``cuda_version`` is the highest CUDA version the driver's libcuda supports (major.minor), None where nvidia-smi
+    prints N/A."""
+    text = _text(text, 'nvidia-smi output')
+    for line in text.splitlines():
+        header = _SMI_HEADER_RE.match(line.strip())
+        if header:
+            cuda = header.group('cuda')
+            return {'nvidia_smi_version': header.group('smi'), 'driver_version': header.group('driver'),
+                    'cuda_version': None if cuda == 'N/A' else cuda}
+    raise NvidiaParseError('nvidia-smi output: no "NVIDIA-SMI ... Driver Version: ... CUDA Version: ..." header line')
+
+
 # --------------------------------------------------------------------------- driver versions
 
 _PROC_VERSION_RE = re.compile(

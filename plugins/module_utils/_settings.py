@@ -20,7 +20,7 @@ import re
 
 from ansible.module_utils.parsing.convert_bool import boolean
 
-from ansible_collections.gpufleet.node.plugins.module_utils import _openpgp
+from ansible_collections.gpufleet.node.plugins.module_utils import _cuda, _openpgp
 
 URL = re.compile(r'^(https?|file)://[^\s]+$')
 SECURE_URL = re.compile(r'^(https|file)://[^\s]+$')
@@ -133,6 +133,7 @@ def nvidia_driver(s, facts, context):
     if 'nvidia-uvm' not in modules and 'nvidia_uvm' not in modules:
         out.append('nvidia_driver_modules_load is %s: it must contain nvidia-uvm. Without nvidia_uvm, nvidia-smi '
                    'works but every CUDA program fails with "unknown error".' % _text(modules))
+    out += _driver_cuda_problems(s)
     key, cert = s['nvidia_driver_dkms_signing_key'], s['nvidia_driver_dkms_signing_cert']
     if bool(key) != bool(cert):
         out.append("nvidia_driver_dkms_signing_key is '%s' and nvidia_driver_dkms_signing_cert is '%s': set both "
@@ -149,6 +150,15 @@ def _driver_version_problems(version):
                 "(branch.minor.patch, digits only, quoted in YAML). A package version such as 535.261.03-1 belongs "
                 "in nvidia_driver_package_version." % _text(version)]
     return []
+
+
+def _driver_cuda_problems(s):
+    cuda_versions = s.get('nvidia_driver_cuda_versions') or []
+    problems = _cuda.release_problems(cuda_versions, 'nvidia_driver_cuda_versions')
+    if problems or _driver_version_problems(s['nvidia_driver_version']):
+        return problems
+    return _cuda.driver_problems(s['nvidia_driver_version'], cuda_versions, boolean(s.get('nvidia_driver_cuda_forward_compat') or False),
+                                 ('nvidia_driver_version', 'nvidia_driver_cuda_versions', 'nvidia_driver_cuda_forward_compat'))
 
 
 def _driver_source_problems(s):

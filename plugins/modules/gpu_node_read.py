@@ -38,6 +38,19 @@ options:
       nvidia_smi_path:
         description: As in M(gpufleet.node.nvidia_gpu_check).
         type: path
+      read_cuda_version:
+        description: As in M(gpufleet.node.nvidia_gpu_check).
+        type: bool
+        default: false
+      cuda_versions:
+        description: As in M(gpufleet.node.nvidia_gpu_check).
+        type: list
+        elements: str
+        default: []
+      cuda_forward_compat:
+        description: As in M(gpufleet.node.nvidia_gpu_check).
+        type: bool
+        default: false
   packages:
     description: Debian packages whose version and selection to read (one C(dpkg-query)).
     type: list
@@ -241,6 +254,7 @@ import re
 import stat
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.gpufleet.node.plugins.module_utils import _cuda
 from ansible_collections.gpufleet.node.plugins.module_utils._cmdline import cmdline_flag
 from ansible_collections.gpufleet.node.plugins.module_utils._nvidia_health import Gatherer, host_report
 from ansible_collections.gpufleet.node.plugins.module_utils._run import CommandRunner
@@ -439,9 +453,10 @@ def read_node(module):
         'commands': read_commands(runner, params),
     }
     if params['host_check']:
-        facts = Gatherer(runner, host_root=params['host_check']['host_root'],
-                         nvidia_smi_path=params['host_check']['nvidia_smi_path']).gather()
-        result['host'] = host_report(facts, {})
+        check = params['host_check']
+        facts = Gatherer(runner, host_root=check['host_root'], nvidia_smi_path=check['nvidia_smi_path'],
+                         read_cuda=check['read_cuda_version'] or bool(check['cuda_versions'])).gather()
+        result['host'] = host_report(facts, check)
     kubelet = read_kubelet(runner, params['kubelet_service']) if params['kubelet_service'] else None
     if kubelet is not None:
         result['kubelet'] = kubelet
@@ -459,6 +474,9 @@ def run_module():
             host_check=dict(type='dict', options=dict(
                 host_root=dict(type='path', default='/'),
                 nvidia_smi_path=dict(type='path'),
+                read_cuda_version=dict(type='bool', default=False),
+                cuda_versions=dict(type='list', elements='str', default=[]),
+                cuda_forward_compat=dict(type='bool', default=False),
             )),
             packages=dict(type='list', elements='str', default=[]),
             files=dict(type='dict', default={}),
@@ -492,6 +510,9 @@ def run_module():
     host_root = (module.params['host_check'] or {}).get('host_root')
     if host_root and not os.path.isdir(host_root):
         module.fail_json(msg='host_check.host_root is %r: it must be an existing directory (/ for this host)' % host_root)
+    bad_cuda = _cuda.version_problems((module.params['host_check'] or {}).get('cuda_versions'), 'host_check.cuda_versions')
+    if bad_cuda:
+        module.fail_json(msg=bad_cuda)
     module.exit_json(**read_node(module))
 
 

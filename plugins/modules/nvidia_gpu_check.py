@@ -22,10 +22,10 @@ description:
     mode, MIG mode and MIG devices), the device nodes with their C(/dev/char) symlinks, and recent Xid events.
   - Each check is returned as C({id, layer, status, message, remedy}) with status C(pass), C(fail), C(warn) or C(skip).
     The check ids are C(driver_module_loaded), C(uvm_module_loaded), C(required_modules_loaded), C(device_nodes_present),
-    C(dev_char_symlinks_present) (layer C(kernel)); C(nvidia_smi_runs), C(driver_versions_match), C(driver_version_expected)
-    (layer C(driver)); C(gpu_count_expected), C(mig_mode_expected), C(critical_xids_absent) (layer C(gpu)).
-  - Runs C(nvidia-smi) once (twice when a GPU has MIG enabled, to list its MIG devices) and reads files; it changes
-    nothing unless O(fix_device_nodes=true).
+    C(dev_char_symlinks_present) (layer C(kernel)); C(nvidia_smi_runs), C(driver_versions_match), C(driver_version_expected),
+    C(cuda_supported) (layer C(driver)); C(gpu_count_expected), C(mig_mode_expected), C(critical_xids_absent) (layer C(gpu)).
+  - Runs C(nvidia-smi) once (once more when a GPU has MIG enabled, to list its MIG devices, and when the CUDA version is
+    read, O(read_cuda_version)) and reads files; it changes nothing unless O(fix_device_nodes=true).
   - All C(/proc), C(/sys) and C(/dev) paths are read below O(host_root), so the module can inspect a host whose root file
     system is mounted into a container, or a simulated GPU host tree.
 author:
@@ -39,6 +39,27 @@ options:
         fails when neither can be read.
       - When not given, check C(driver_version_expected) is skipped.
     type: str
+  read_cuda_version:
+    description:
+      - Also run plain C(nvidia-smi) once, whose table header is the only place it prints the highest CUDA version the
+        driver runs (C(CUDA Version)); it becomes C(driver.cuda_version) of the facts and the subject of check C(cuda_supported).
+      - Implied by a non-empty O(cuda_versions).
+    type: bool
+    default: false
+  cuda_versions:
+    description:
+      - The CUDA releases the images on this host need, as major.minor (for example V(12.4)).
+      - Check C(cuda_supported) fails when the driver runs an older CUDA than the highest of them (and when its CUDA
+        version cannot be read). When empty, the check reports the CUDA version read, or is skipped.
+    type: list
+    elements: str
+    default: []
+  cuda_forward_compat:
+    description:
+      - The images carry NVIDIA's forward compatibility package (C(cuda-compat)). A driver older than O(cuda_versions) need
+        then warns instead of failing, except on GeForce and TITAN GPUs, which forward compatibility does not serve.
+    type: bool
+    default: false
   expected_gpu_count:
     description:
       - Number of GPUs C(nvidia-smi) must list. When not given, check C(gpu_count_expected) is skipped.
@@ -271,6 +292,17 @@ nvidia_gpu:
           description: Versions of the C(libnvidia-ml.so.<version>) files found.
           type: list
           elements: str
+        cuda_version:
+          description:
+            - The highest CUDA version the driver runs, as plain C(nvidia-smi) prints it (C(CUDA Version)); null when not
+              read (O(read_cuda_version)) or not readable.
+          type: str
+        cuda_version_source:
+          description: C(nvidia-smi) when read.
+          type: str
+        cuda_version_error:
+          description: Why the CUDA version was not read, when it was asked for; null otherwise.
+          type: str
     nvidia_smi:
       description: Outcome of the nvidia-smi query.
       type: dict
@@ -442,6 +474,7 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.gpufleet.node.plugins.module_utils import _cuda
 from ansible_collections.gpufleet.node.plugins.module_utils._nvidia_health import (
     CHECK_IDS,
     DEFAULT_CRITICAL_XIDS,
@@ -467,6 +500,9 @@ def run_module():
             fail_on_error=dict(type='bool', default=True),
             nvidia_smi_path=dict(type='path'),
             host_root=dict(type='path', default='/'),
+            read_cuda_version=dict(type='bool', default=False),
+            cuda_versions=dict(type='list', elements='str', default=[]),
+            cuda_forward_compat=dict(type='bool', default=False),
         ),
         supports_check_mode=True,
     )
@@ -478,11 +514,15 @@ def run_module():
     version = params['expected_driver_version']
     if version is not None and not all(part.isdigit() for part in version.split('.')):
         module.fail_json(msg='expected_driver_version is %r: it must be a driver version such as 535.261.03' % version)
+    bad_cuda = _cuda.version_problems(params['cuda_versions'])
+    if bad_cuda:
+        module.fail_json(msg=bad_cuda)
     if not os.path.isdir(params['host_root']):
         module.fail_json(msg='host_root is %r: it must be an existing directory (/ for this host)' % params['host_root'])
 
     runner = CommandRunner(module)
-    gatherer = Gatherer(runner, host_root=params['host_root'], nvidia_smi_path=params['nvidia_smi_path'])
+    gatherer = Gatherer(runner, host_root=params['host_root'], nvidia_smi_path=params['nvidia_smi_path'],
+                        read_cuda=params['read_cuda_version'] or bool(params['cuda_versions']))
     facts = gatherer.gather()
     result = dict(changed=False)
 

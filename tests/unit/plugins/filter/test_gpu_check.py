@@ -108,7 +108,8 @@ ROLE_CHECKS = {"container_toolkit_checks": [_check("toolkit_packages", "pass")],
                "gpu_node_join_checks": [_check("allocatable_gpus", "pass")],
                "gpu_node_join_device_plugin_images": ["nvcr.io/nvidia/k8s-device-plugin:v0.17.1"]}
 READ = {"host": {"checks": HEALTHY_HOST,
-                 "nvidia_gpu": {"driver": {"kernel_module_version": "535.261.03", "userspace_version": "535.216.03"},
+                 "nvidia_gpu": {"driver": {"kernel_module_version": "535.261.03", "userspace_version": "535.216.03",
+                                           "cuda_version": "12.2"},
                                 "kernel": {"release": "6.1.0-28-amd64"}}},
         "packages": {"libnvidia-ml1": {"status": "installed", "version": "535.216.03-1"},
                      "containerd": {"status": "installed", "version": "1.7.24~ds1-6+b2"},
@@ -117,7 +118,8 @@ READ = {"host": {"checks": HEALTHY_HOST,
 
 def test_a_node_entry_takes_its_versions_from_the_node_read() -> None:
     [node] = check_report_nodes(["gpu-1"], {"gpu-1": {**ROLE_CHECKS, "check_node_read": READ, "check_drift_group": "h100"}})
-    assert node["values"] == {"driver_running": "535.261.03", "driver_userspace": "535.216.03", "driver_package": "535.216.03-1",
+    assert node["values"] == {"driver_running": "535.261.03", "driver_userspace": "535.216.03", "driver_cuda": "12.2",
+                              "driver_package": "535.216.03-1",
                               "toolkit": "", "containerd": "1.7.24~ds1-6+b2", "kernel": "6.1.0-28-amd64",
                               "device_plugin": "nvcr.io/nvidia/k8s-device-plugin:v0.17.1"}
     assert (node["host"], node["group"], node["status"], node["first_failing_layer"]) == ("gpu-1", "h100", "fail", "runtime")

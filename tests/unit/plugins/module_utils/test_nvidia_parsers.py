@@ -660,3 +660,23 @@ def test_classify_nvidia_smi_on_the_mock(name, rc, error_class, nvml):
                                   "smi-table_8xH100_mock-nvml_real-nvidia-smi-535.261.03.txt"])
 def test_classify_healthy_output_of_the_mock_is_none(name):
     assert p.classify_smi_output(fixture("mocknvml/" + name), 0) is None
+
+
+@pytest.mark.parametrize(("name", "driver", "cuda"), [
+    ("smi-table_8xH100-80GB-HBM3_driver-565.57.01.txt", "565.57.01", "12.7"),
+    ("smi-table_H200_driver-580.159.04.txt", "580.159.04", "13.0"),
+    ("mocknvml/smi-table_8xH100_mock-nvml_real-nvidia-smi-535.261.03.txt", "535.261.03", "12.2"),
+])
+def test_the_table_header_gives_the_driver_and_the_highest_cuda_it_runs(name, driver, cuda):
+    header = p.parse_smi_header(fixture(name))
+    assert (header["driver_version"], header["cuda_version"]) == (driver, cuda)
+    assert header["nvidia_smi_version"] == driver
+
+
+def test_a_header_without_cuda_says_none_and_other_output_is_refused():
+    line = "| NVIDIA-SMI 535.261.03             Driver Version: 535.261.03   CUDA Version: N/A      |"
+    assert p.parse_smi_header(line)["cuda_version"] is None
+    with pytest.raises(p.NvidiaParseError, match="no .NVIDIA-SMI"):
+        p.parse_smi_header(fixture("error_nvml-driver-library-mismatch_with-nvml-version_570.124.txt"))
+    with pytest.raises(p.NvidiaParseError, match="no .NVIDIA-SMI"):
+        p.parse_smi_header(fixture("smi-L_H200_driver-580.159.04.txt"))

@@ -25,7 +25,8 @@ CONTEXT = {
 TEMPLATED = {'gpu_node_join_node_name': 'gpu-1', 'gpu_self_check_node_name': 'gpu-1', 'container_toolkit_host_root': '/',
              'gpu_node_join_gpu_check_host_root': '/', 'gpu_node_join_gpu_check_nvidia_smi_path': '',
              'gpu_self_check_host_root': '/', 'gpu_self_check_nvidia_smi_path': '', 'nvidia_driver_check_host_root': '/',
-             'nvidia_driver_check_nvidia_smi_path': ''}
+             'nvidia_driver_check_nvidia_smi_path': '', 'nvidia_driver_cuda_versions': [],
+             'nvidia_driver_cuda_forward_compat': False}
 
 
 def defaults(role: str) -> dict:
@@ -147,6 +148,44 @@ def test_an_incomplete_mirror_names_what_is_missing():
 def test_driver_rules(changes, words):
     message = one_problem('nvidia_driver', **changes)
     assert all(word in message for word in words), message
+
+
+@pytest.mark.parametrize(('driver', 'cuda', 'ok'), [
+    ('535.261.03', ['12.2'], True),                  # 535 ships with CUDA 12.2
+    ('535.261.03', ['11.8', '12.2'], True),
+    ('535.261.03', ['12.4'], False),
+    ('550.54.14', ['12.4', '12.2'], True),           # exactly the minimum
+    ('550.54.13', ['12.4'], False),
+    ('580.65.06', ['13.0'], True),
+    ('535.261.03', [], True),                        # no CUDA named: no gate
+])
+def test_the_driver_must_run_the_highest_cuda_of_the_fleet(driver, cuda, ok):
+    found = problems_of('nvidia_driver', nvidia_driver_version=driver, nvidia_driver_cuda_versions=cuda)
+    assert (found == []) is ok, found
+
+
+def test_a_driver_too_old_for_the_fleets_cuda_names_both_versions_and_the_minimum():
+    message = one_problem('nvidia_driver', nvidia_driver_version='535.261.03', nvidia_driver_cuda_versions=['12.2', '12.4'])
+    for words in ('nvidia_driver_version is 535.261.03', 'runs CUDA up to 12.2', 'needs CUDA 12.4',
+                  'needs driver 550.54.14 or later', 'branch 550', 'nvidia_driver_cuda_forward_compat=true'):
+        assert words in message, (words, message)
+
+
+def test_forward_compatibility_lets_an_older_driver_through_when_asked():
+    assert problems_of('nvidia_driver', nvidia_driver_version='535.261.03', nvidia_driver_cuda_versions=['12.4'],
+                       nvidia_driver_cuda_forward_compat=True) == []
+
+
+@pytest.mark.parametrize(('cuda', 'words'), [
+    ([12.4], 'a number'),
+    (['12'], 'major.minor'),
+    (['12.4.1'], 'major.minor'),
+    (['14.0'], "not a CUDA release NVIDIA's table names"),
+    (['12.7'], "not a CUDA release NVIDIA's table names"),   # drivers of branch 565 report it; no toolkit was released
+])
+def test_cuda_versions_are_releases_of_the_table_given_as_text(cuda, words):
+    message = one_problem('nvidia_driver', nvidia_driver_cuda_versions=cuda)
+    assert message.startswith('nvidia_driver_cuda_versions has') and words in message, message
 
 
 def test_an_unsupported_platform_is_named():

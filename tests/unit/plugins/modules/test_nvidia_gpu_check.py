@@ -101,11 +101,16 @@ def base_args(root, smi, **options):
 
 # ----------------------------------------------------------------------------- healthy hosts
 
+# The plain table of the real 8x H100 node (driver 565.57.01, "CUDA Version: 12.7").
+H100_TABLE = fixture_text("smi-table_8xH100-80GB-HBM3_driver-565.57.01.txt")
+
+
 def test_healthy_h100_host_passes_every_check(tmp_path, smi):
     root = build_profile("h100x8", tmp_path / "sim")
-    commands = FakeCommands(healthy_answers("h100x8"))
+    commands = FakeCommands({**healthy_answers("h100x8"), (): (0, H100_TABLE, "")})
     result = run(base_args(root, smi, expected_driver_version="565.57.01", expected_gpu_count=8, expected_mig_mode="disabled",
-                           required_modules=["nvidia", "nvidia_uvm", "nvidia_modeset", "nvidia_drm"], fail_on_error=True), commands)
+                           required_modules=["nvidia", "nvidia_uvm", "nvidia_modeset", "nvidia_drm"], fail_on_error=True,
+                           cuda_versions=["12.4", "11.8"]), commands)
     assert not result.get("failed"), result.get("msg")
     assert result["changed"] is False
     assert result["failed_checks"] == [] and result["failed_layers"] == []
@@ -127,8 +132,9 @@ def test_healthy_h100_host_passes_every_check(tmp_path, smi):
                 "char_link": True}
     assert facts["device_nodes"]["nvidia-uvm"] == uvm_node
     assert sorted(facts["device_nodes"]) == sorted(["nvidiactl", "nvidia-uvm", "nvidia-uvm-tools"] + ["nvidia%d" % i for i in range(8)])
-    # one nvidia-smi call when no GPU has MIG enabled
-    assert commands.calls == [[str(smi)] + QUERY_ARGS]
+    # one nvidia-smi call when no GPU has MIG enabled, and the plain table for the CUDA version
+    assert commands.calls == [[str(smi)] + QUERY_ARGS, [str(smi)]]
+    assert facts["driver"]["cuda_version"] == "12.7"
 
 
 def test_h200_host_of_a_kernel_without_module_unloading_passes(tmp_path, smi):
@@ -144,7 +150,8 @@ def test_h200_host_of_a_kernel_without_module_unloading_passes(tmp_path, smi):
     result = run(base_args(root, smi, expected_driver_version="580.159.04", expected_gpu_count=1, expected_mig_mode="disabled",
                            fail_on_error=True), FakeCommands({tuple(QUERY_ARGS): (0, query, "")}))
     assert not result.get("failed"), result.get("msg")
-    assert dict((key, value) for key, value in statuses(result).items() if value != "pass") == {"required_modules_loaded": "skip"}
+    not_passing = dict((key, value) for key, value in statuses(result).items() if value != "pass")
+    assert not_passing == {"required_modules_loaded": "skip", "cuda_supported": "skip"}
     facts = result["nvidia_gpu"]
     assert facts["modules"]["nvidia"] is True and facts["modules"]["nvidia_uvm"] is True
     assert facts["driver"]["kernel_module_version"] == "580.159.04"
@@ -549,7 +556,7 @@ def test_fail_on_error_lists_every_failed_check(tmp_path, smi):
     root = build_profile("h100x8-uvm-missing", tmp_path / "sim")
     result = run(base_args(root, smi, fail_on_error=True, expected_gpu_count=4), FakeCommands(healthy_answers("h100x8-uvm-missing")))
     assert result["failed"] is True
-    assert result["msg"].startswith("3 of 11 GPU host checks failed: uvm_module_loaded: ")
+    assert result["msg"].startswith("3 of 12 GPU host checks failed: uvm_module_loaded: ")
     for check_id in ("uvm_module_loaded", "device_nodes_present", "gpu_count_expected"):
         assert check_id + ": " in result["msg"]
 
@@ -652,12 +659,65 @@ def test_fix_in_check_mode_with_uvm_missing(tmp_path, smi):
     assert not any("modprobe" in call[0] for call in commands.calls)
 
 
+# ----------------------------------------------------------------------------- the CUDA the driver runs
+
+def _cuda_run(tmp_path, smi, table=(0, None, ""), **options):
+    root = tmp_path / "sim" / "root"
+    if not root.exists():
+        root = build_profile("h100x8", tmp_path / "sim")
+    answer = (table[0], H100_TABLE if table[1] is None else table[1], table[2])
+    commands = FakeCommands({**healthy_answers("h100x8"), (): answer})
+    return run(base_args(root, smi, **options), commands), commands
+
+
+def test_the_cuda_version_is_read_only_when_asked(tmp_path, smi):
+    result, commands = _cuda_run(tmp_path, smi)
+    assert [call[1:] for call in commands.calls] == [QUERY_ARGS]
+    assert check(result, "cuda_supported")["status"] == "skip"
+    assert result["nvidia_gpu"]["driver"]["cuda_version"] is None
+    result, _commands = _cuda_run(tmp_path, smi, read_cuda_version=True)
+    assert check(result, "cuda_supported") == {"id": "cuda_supported", "layer": "driver", "status": "pass",
+                                               "message": "the driver runs CUDA up to 12.7 (nvidia-smi)", "remedy": ""}
+    assert (result["nvidia_gpu"]["driver"]["cuda_version"], result["nvidia_gpu"]["driver"]["cuda_version_source"]) == (
+        "12.7", "nvidia-smi")
+
+
+def test_a_driver_older_than_the_fleets_cuda_fails_with_the_driver_it_needs(tmp_path, smi):
+    result, _commands = _cuda_run(tmp_path, smi, cuda_versions=["12.4", "13.0"])
+    found = check(result, "cuda_supported")
+    assert found["status"] == "fail" and result["failed_layers"] == ["driver"]
+    assert "runs CUDA up to 12.7, but the fleet's images need CUDA 13.0" in found["message"]
+    assert "580.65.06 or later" in found["remedy"]
+
+
+def test_forward_compatibility_warns_instead_of_passing(tmp_path, smi):
+    result, _commands = _cuda_run(tmp_path, smi, cuda_versions=["13.0"], cuda_forward_compat=True)
+    found = check(result, "cuda_supported")
+    assert found["status"] == "warn" and "cuda-compat" in found["message"]
+
+
+def test_a_cuda_version_that_cannot_be_read_fails_only_when_the_fleet_needs_one(tmp_path, smi):
+    broken = (0, fixture_text("smi-L_H200_driver-580.159.04.txt"), "")
+    result, _commands = _cuda_run(tmp_path, smi, table=broken, cuda_versions=["12.4"])
+    found = check(result, "cuda_supported")
+    assert found["status"] == "fail" and "could not be read: nvidia-smi output: no" in found["message"]
+    result, _commands = _cuda_run(tmp_path, smi, table=(3, "", "no table"), read_cuda_version=True)
+    assert check(result, "cuda_supported")["status"] == "skip"
+    assert "exited with 3" in result["nvidia_gpu"]["driver"]["cuda_version_error"]
+
+
+def test_cuda_versions_are_major_minor(tmp_path, smi):
+    result, _commands = _cuda_run(tmp_path, smi, cuda_versions=["12"])
+    assert result["failed"] and result["msg"] == "cuda_versions has '12': expected CUDA releases as major.minor, such as 12.4"
+
+
 def test_documentation_lists_every_option_and_check():
     import yaml
 
     doc = yaml.safe_load(nvidia_gpu_check.DOCUMENTATION)
     assert set(doc["options"]) == {"expected_driver_version", "expected_gpu_count", "expected_mig_mode", "required_modules", "critical_xids",
-                                   "fix_device_nodes", "fail_on_error", "nvidia_smi_path", "host_root"}
+                                   "fix_device_nodes", "fail_on_error", "nvidia_smi_path", "host_root", "read_cuda_version",
+                                   "cuda_versions", "cuda_forward_compat"}
     assert set(doc["attributes"]) == {"action_group", "check_mode", "diff_mode", "idempotent"}
     assert doc["attributes"]["action_group"]["membership"] == ["gpufleet.node.gpu"]
     for check_id in health.CHECK_IDS:
