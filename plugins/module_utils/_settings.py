@@ -377,6 +377,7 @@ def gpu_node_join(s, facts, context):
     if not re.match(r'^[0-9]+$', _text(replicas)) or _whole(replicas) == 1:
         out.append('gpu_node_join_time_slicing_replicas=%s is not allowed: use 0 (no sharing) or an integer of at '
                    'least 2.' % _text(replicas))
+    out += _sharing_cap_problems(replicas, s.get('gpu_node_join_time_slicing_max_replicas', 4))
     if s['gpu_node_join_mig_strategy'] == 'mixed' and _whole(replicas) > 0:
         out.append('gpu_node_join_mig_strategy=mixed with gpu_node_join_time_slicing_replicas=%s is not supported by '
                    'this role: time-slicing applies to nvidia.com/gpu; use migStrategy none or single with sharing.'
@@ -385,6 +386,19 @@ def gpu_node_join(s, facts, context):
     out += _tier_regex_problems(s['gpu_node_join_tiers'])
     out += _plugin_problems(s)
     return out
+
+
+def _sharing_cap_problems(replicas, cap):
+    if isinstance(cap, bool) or not re.match(r'^[0-9]+$', _text(cap)) or _whole(cap) < 1:
+        return ['gpu_node_join_time_slicing_max_replicas=%s is not allowed: use an integer of at least 1 (1 allows no '
+                'sharing; the default, 4, is the most pods per GPU before contention dominates).' % _text(cap)]
+    if re.match(r'^[0-9]+$', _text(replicas)) and _whole(replicas) > _whole(cap):
+        return ['gpu_node_join_time_slicing_replicas=%s is above gpu_node_join_time_slicing_max_replicas=%s: time-slicing '
+                'is oversubscription, with no memory or fault isolation, and each pod waits for the others\' time slices; '
+                'beyond 4 pods per GPU a 20 ms step can take 200 ms. Use at most %s replicas, or raise '
+                'gpu_node_join_time_slicing_max_replicas in the inventory when that contention is meant.'
+                % (_text(replicas), _text(cap), _text(cap))]
+    return []
 
 
 def _taint_problems(s):

@@ -318,6 +318,12 @@ def test_an_invalid_tier_regex_is_reported_as_such():
 
 @pytest.mark.parametrize('changes, words', [
     ({'gpu_node_join_time_slicing_replicas': 1}, ['gpu_node_join_time_slicing_replicas=1 is not allowed']),
+    ({'gpu_node_join_time_slicing_replicas': 8},
+     ['gpu_node_join_time_slicing_replicas=8 is above gpu_node_join_time_slicing_max_replicas=4', 'oversubscription',
+      'raise gpu_node_join_time_slicing_max_replicas']),
+    ({'gpu_node_join_time_slicing_max_replicas': 0}, ['gpu_node_join_time_slicing_max_replicas=0 is not allowed', 'at least 1']),
+    ({'gpu_node_join_time_slicing_replicas': 2, 'gpu_node_join_time_slicing_max_replicas': 1},
+     ['gpu_node_join_time_slicing_replicas=2 is above gpu_node_join_time_slicing_max_replicas=1']),
     ({'gpu_node_join_time_slicing_replicas': 4, 'gpu_node_join_mig_strategy': 'mixed'}, ['mixed with gpu_node_join_time_slicing_replicas=4']),
     ({'gpu_node_join_onboarding_taint': {'key': 'nvidia.com/gpu', 'value': 'x', 'effect': 'NoSchedule'}}, ['is the pool taint\'s key']),
     ({'gpu_node_join_pool_taint': {'key': 'nvidia.com/gpu', 'value': 'a b', 'effect': 'NoSchedule'}}, ['not a valid taint']),
