@@ -2,9 +2,11 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
+from pathlib import Path
 
-from gpufleet_lab import bench, docker_daemon, images, kube_cli, nvidia_builds, package_mirror, promtool
+from gpufleet_lab import bench, docker_daemon, gpu_usage, images, kube_cli, nvidia_builds, package_mirror, promtool
 from gpufleet_lab.proc import LabError
 
 
@@ -20,9 +22,29 @@ def _parser() -> argparse.ArgumentParser:
                         "(the mock NVML)")
     commands.add_parser("bench", help="measure the collection on the Kubernetes lab (docs/benchmarks.md)")
     commands.add_parser("promtool", help="print the path of promtool (from Debian's prometheus package, cached)")
+    prometheus = commands.add_parser("prometheus", help="a Prometheus server with a known week of dcgm-exporter metrics "
+                                     "(SIMULATED data) for the GPU utilisation report")
+    prometheus.add_argument("action", choices=["start", "stop", "figures"])
+    prometheus.add_argument("--dir", type=Path, default=Path(".build/lab/prometheus"))
+    prometheus.add_argument("--port", type=int, default=19090)
+    prometheus.add_argument("--end", type=int, help="the week's end, a Unix time on the hour")
+    prometheus.add_argument("--h100", default="gpu-h100", help="the node name of the H100 GPUs")
+    prometheus.add_argument("--a100", default="gpu-a100", help="the node name of the A100 GPU")
     kube = commands.add_parser("kube", help="the Kubernetes lab: control plane and simulated GPU nodes")
     kube_cli.add_commands(kube.add_subparsers(dest="kube_command", required=True))
     return parser
+
+
+def _prometheus(args: argparse.Namespace) -> None:
+    if args.action == "start":
+        if not args.end or args.end % 3600:
+            raise LabError("prometheus start needs --end, a Unix time on the hour")
+        gpu_usage.start(args.dir, args.port, args.end, {"h100": args.h100, "a100": args.a100})
+        print(f"http://127.0.0.1:{args.port}")
+    elif args.action == "stop":
+        gpu_usage.stop(args.dir)
+    else:
+        print(json.dumps(gpu_usage.SCENARIO_FIGURES))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -43,6 +65,8 @@ def main(argv: list[str] | None = None) -> int:
             return bench.main()
         elif args.command == "promtool":
             print(promtool.ensure())
+        elif args.command == "prometheus":
+            _prometheus(args)
         elif args.command == "kube":
             return kube_cli.dispatch(args, command_attr="kube_command")
     except LabError as error:

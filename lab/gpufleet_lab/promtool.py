@@ -1,6 +1,7 @@
-"""promtool, Prometheus's rule checker, from Debian's `prometheus` package, cached by the package's version.
+"""promtool, Prometheus's rule checker and block builder, and the Prometheus server, from Debian's `prometheus`
+package, cached by the package's version.
 
-Only the binary is unpacked (`dpkg-deb -x`): installing the package would start a Prometheus server.
+Only the binaries are unpacked (`dpkg-deb -x`): installing the package would start a Prometheus server as a service.
 """
 from __future__ import annotations
 
@@ -31,17 +32,22 @@ def candidate_version() -> str:
     raise LabError(f"apt offers no version of {PACKAGE} (Debian's main archive carries it)")
 
 
-def ensure() -> Path:
-    """The path of a cached promtool of the candidate version, unpacked first when missing."""
+BINARIES = ("promtool", "prometheus")
+
+
+def ensure(name: str = "promtool") -> Path:
+    """The path of a cached binary of the package's candidate version (promtool or prometheus), both unpacked first
+    when one is missing."""
     version = candidate_version()
-    binary = CACHE_DIR / version.replace(":", "_") / "promtool"
-    if binary.is_file():
-        return binary
+    directory = CACHE_DIR / version.replace(":", "_")
+    if all((directory / binary).is_file() for binary in BINARIES):
+        return directory / name
     with tempfile.TemporaryDirectory() as workdir:
         work = Path(workdir)
         _apt("download", f"{PACKAGE}={version}", cwd=work)
         (deb,) = work.glob(f"{PACKAGE}_*.deb")
         run(["dpkg-deb", "-x", str(deb), str(work / "root")], quiet=True)
-        binary.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(work / "root" / "usr" / "bin" / "promtool", binary)
-    return binary
+        directory.mkdir(parents=True, exist_ok=True)
+        for binary in BINARIES:
+            shutil.copy2(work / "root" / "usr" / "bin" / binary, directory / binary)
+    return directory / name
