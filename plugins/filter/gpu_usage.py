@@ -2,8 +2,8 @@
 # Copyright: (c) 2026, gpufleet maintainers
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Filters of playbooks/report.yml, the GPU utilisation and waste report (module_utils/_gpu_usage.py and
-_gpu_usage_text.py)."""
+"""Filters of playbooks/report.yml, the GPU utilisation and waste report, and of playbooks/quotas.yml, the teams'
+GPU quotas (module_utils/_gpu_usage.py and _gpu_usage_text.py)."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -25,4 +25,7 @@ class FilterModule(object):
             'gpu_usage_report_markdown': _gpu_usage_text.usage_report_markdown,
             'gpu_usage_report_html': _gpu_usage_text.usage_report_html,
             'gpu_usage_report_failure': _gpu_usage_text.usage_report_failure,
+            'gpu_quota_problems': _gpu_usage.quota_problems,
+            'gpu_quota_objects': _gpu_usage.quota_objects,
+            'gpu_quotas_to_remove': _gpu_usage.quotas_to_remove,
         }

@@ -299,3 +299,25 @@ def answers_of(results):
         answers[name] = body if isinstance(body, dict) else {
             'status': 'error', 'error': result.get('msg') or 'HTTP status %s' % result.get('status')}
     return answers
+
+
+# --------------------------------------------------------------------------- per-team quotas
+
+QUOTA_NAME = 'gpufleet-gpu'
+QUOTA_RESOURCES = ('requests.nvidia.com/gpu', 'requests.nvidia.com/gpu.shared')
+MANAGED_BY = {'app.kubernetes.io/managed-by': 'gpufleet.node'}
+
+
+def quota_objects(quotas):
+    """The ResourceQuota of each namespace of ``quotas`` ({namespace: GPUs}): at most that many whole GPUs, and as
+    many shared (time-sliced) ones, requested at once in the namespace."""
+    return [{'apiVersion': 'v1', 'kind': 'ResourceQuota',
+             'metadata': {'name': QUOTA_NAME, 'namespace': namespace, 'labels': dict(MANAGED_BY)},
+             'spec': {'hard': dict((resource, str(gpus)) for resource in QUOTA_RESOURCES)}}
+            for namespace, gpus in sorted((quotas or {}).items())]
+
+
+def quotas_to_remove(existing, quotas):
+    """The collection's ResourceQuotas (``existing``, as the API listed them) in namespaces ``quotas`` no longer names."""
+    return [{'namespace': item['metadata']['namespace'], 'name': item['metadata']['name']} for item in existing or []
+            if item['metadata'].get('name') == QUOTA_NAME and item['metadata']['namespace'] not in (quotas or {})]

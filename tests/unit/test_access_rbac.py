@@ -20,7 +20,8 @@ import yaml
 ROOT = Path(__file__).resolve().parents[2]
 TEMPLATE = ROOT / "playbooks" / "templates" / "access_objects.yml.j2"
 DOC = ROOT / "docs" / "access.md"
-ADMIN_PLAYBOOKS = {"playbooks/access.yml"}  # run by an admin, to create the identity
+# run by an admin: to create the identity, and to apply the teams' GPU quotas (the cluster's policy)
+ADMIN_PLAYBOOKS = {"playbooks/access.yml", "playbooks/quotas.yml"}
 PLUGIN_NS = "plugin-ns"
 RUNTIME_CLASS = "runtime-class"
 API_MODULES = ("kubernetes.core.", "gpufleet.node.gpu_cluster_read", "gpufleet.node.pods_remove")

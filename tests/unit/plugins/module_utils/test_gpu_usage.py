@@ -162,4 +162,21 @@ def test_markdown_and_html_show_the_figures(report: dict) -> None:
 
 def test_the_filters() -> None:
     assert set(FilterModule().filters()) == {"gpu_usage_queries", "gpu_usage_settings_problems", "gpu_usage_report",
-                                             "gpu_usage_report_markdown", "gpu_usage_report_html", "gpu_usage_report_failure"}
+                                             "gpu_usage_report_markdown", "gpu_usage_report_html", "gpu_usage_report_failure",
+                                             "gpu_quota_problems", "gpu_quota_objects", "gpu_quotas_to_remove"}
+
+
+def test_each_team_gets_a_quota_on_whole_and_shared_gpus() -> None:
+    [team_a, team_b] = usage.quota_objects({"team-b": 0, "team-a": 4})
+    assert team_a == {"apiVersion": "v1", "kind": "ResourceQuota",
+                      "metadata": {"name": "gpufleet-gpu", "namespace": "team-a",
+                                   "labels": {"app.kubernetes.io/managed-by": "gpufleet.node"}},
+                      "spec": {"hard": {"requests.nvidia.com/gpu": "4", "requests.nvidia.com/gpu.shared": "4"}}}
+    assert team_b["spec"]["hard"]["requests.nvidia.com/gpu"] == "0"
+
+
+def test_only_the_collections_quotas_of_namespaces_no_longer_listed_are_removed() -> None:
+    listed = [{"metadata": {"namespace": "team-a", "name": "gpufleet-gpu"}},
+              {"metadata": {"namespace": "team-c", "name": "gpufleet-gpu"}},
+              {"metadata": {"namespace": "team-c", "name": "other"}}]
+    assert usage.quotas_to_remove(listed, {"team-a": 4}) == [{"namespace": "team-c", "name": "gpufleet-gpu"}]
