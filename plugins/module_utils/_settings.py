@@ -20,7 +20,7 @@ import re
 
 from ansible.module_utils.parsing.convert_bool import boolean
 
-from ansible_collections.gpufleet.node.plugins.module_utils import _cuda, _openpgp
+from ansible_collections.gpufleet.node.plugins.module_utils import _cuda, _mig, _openpgp
 
 URL = re.compile(r'^(https?|file)://[^\s]+$')
 SECURE_URL = re.compile(r'^(https|file)://[^\s]+$')
@@ -512,6 +512,17 @@ def gpu_self_check(s, facts, context):
     return out
 
 
+# --------------------------------------------------------------------------- mig_layout
+
+
+def mig_layout(s, facts, context):
+    """The mig-parted configuration and the layout chosen from it; whether the node's GPUs can hold it is decided on the
+    node (NVIDIA's table per GPU model, module_utils/_mig.py)."""
+    configs, names = s['mig_layout_configs'], ('mig_layout_configs', 'mig_layout_config')
+    problems = _mig.config_problems(configs, names[0]) if configs not in (None, {}) else []
+    return problems or _mig.selection_problems(configs or {}, s['mig_layout_config'], names)
+
+
 # --------------------------------------------------------------------------- the playbook's agreement of the roles
 
 
@@ -584,4 +595,5 @@ RULES = {
     'containerd_nvidia': containerd_nvidia,
     'gpu_node_join': gpu_node_join,
     'gpu_self_check': gpu_self_check,
+    'mig_layout': mig_layout,
 }

@@ -20,13 +20,15 @@ CONTEXT = {
     'containerd_nvidia': {'platform_supported': True},
     'gpu_node_join': {},
     'gpu_self_check': {},
+    'mig_layout': {},
 }
 # What the defaults' templates give on a lab node.
 TEMPLATED = {'gpu_node_join_node_name': 'gpu-1', 'gpu_self_check_node_name': 'gpu-1', 'container_toolkit_host_root': '/',
              'gpu_node_join_gpu_check_host_root': '/', 'gpu_node_join_gpu_check_nvidia_smi_path': '',
              'gpu_self_check_host_root': '/', 'gpu_self_check_nvidia_smi_path': '', 'nvidia_driver_check_host_root': '/',
              'nvidia_driver_check_nvidia_smi_path': '', 'nvidia_driver_cuda_versions': [],
-             'nvidia_driver_cuda_forward_compat': False}
+             'nvidia_driver_cuda_forward_compat': False, 'mig_layout_configs': {}, 'mig_layout_config': '',
+             'mig_layout_nvidia_smi_path': 'nvidia-smi'}
 
 
 def defaults(role: str) -> dict:
@@ -367,3 +369,24 @@ def test_bad_intervals_fail(interval, words):
 def test_self_check_rules(changes, words):
     message = one_problem('gpu_self_check', **changes)
     assert all(word in message for word in words), message
+
+
+# --------------------------------------------------------------------------- mig_layout
+
+MIG_CONFIGS = {'version': 'v1',
+               'mig-configs': {'all-1g.10gb': [{'devices': 'all', 'mig-enabled': True, 'mig-devices': {'1g.10gb': 7}}]}}
+
+
+def test_a_mig_layout_chosen_from_its_configuration_passes():
+    assert problems_of('mig_layout', mig_layout_configs=MIG_CONFIGS, mig_layout_config='all-1g.10gb') == []
+
+
+@pytest.mark.parametrize(('changes', 'expected'), [
+    ({'mig_layout_config': 'all-1g.10gb'}, "mig_layout_config is 'all-1g.10gb': mig_layout_configs defines no such layout (none)"),
+    ({'mig_layout_configs': MIG_CONFIGS, 'mig_layout_config': 'balanced'},
+     "mig_layout_config is 'balanced': mig_layout_configs defines no such layout (all-1g.10gb)"),
+    ({'mig_layout_configs': dict(MIG_CONFIGS, version=1)}, 'mig_layout_configs.version is 1: the mig-parted configuration format'),
+    ({'mig_layout_configs': 'all-1g.10gb'}, 'mig_layout: argument \'mig_layout_configs\' is of type'),
+])
+def test_a_bad_mig_layout_is_named(changes, expected):
+    assert expected in one_problem('mig_layout', **changes)
