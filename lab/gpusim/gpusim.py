@@ -49,6 +49,7 @@ user-space mode), ``module_version`` (the loaded module after a reload) and ``ho
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import shutil
@@ -80,6 +81,8 @@ QUERY_FIELDS = {
     "memory.total": ("memory.total", "MiB"),
     "persistence_mode": ("persistence_mode", None),
     "mig.mode.current": ("mig.mode.current", None),
+    "mig.mode.pending": ("mig.mode.pending", None),
+    "pci.device_id": ("pci.device_id", None),
     "driver_version": ("driver_version", None),
     "count": ("count", None),
 }
@@ -244,7 +247,10 @@ def node_state(prefix, profile=None):
         userspace = library_version(os.path.join(prefix, "root", _library_dir(profile)))
     else:
         userspace = profile["driver_version"]
-    return _versions(profile, userspace, stored_module_version(prefix), unloaded_modules(prefix))
+    state = _versions(profile, userspace, stored_module_version(prefix), unloaded_modules(prefix))
+    stored = json.loads(_read_text(_state(prefix, "mig.json")) or "{}")
+    state["mig"] = dict((int(index), mig) for index, mig in stored.items())
+    return state
 
 
 def _versions(profile, userspace, reloaded, unloaded=()):
@@ -271,6 +277,9 @@ def effective_profile(profile, state):
     module["loaded"] = state["module_loaded"]
     module["version"] = state["module_version"] or module["version"]
     current["modules"] = [name for name in current["modules"] if name not in state.get("modules_unloaded", ())]
+    if state.get("mig"):  # the recordings show the partitions the profile was recorded with
+        with_mig_state(current, state["mig"])
+        current["nvidia_smi"]["replay"] = dict(current["nvidia_smi"].get("replay") or {}, list=None, table=None)
     if not in_recorded_situation(profile, state):
         current["nvidia_smi"] = dict(current["nvidia_smi"], error=None)
         if state["userspace"] != profile["driver_version"]:
@@ -423,9 +432,16 @@ def reload(prefix):
 
 
 def reboot(prefix):
-    """After a reboot no driver client is left: drop the holders, then load the module of the installed user space."""
+    """After a reboot no driver client is left: drop the holders, then load the module of the installed user space;
+    a pending MIG mode takes effect (a GPU whose mode changes loses its instances)."""
     _built(prefix)
     shutil.rmtree(_state(prefix, "holders"), ignore_errors=True)
+    stored = json.loads(_read_text(_state(prefix, "mig.json")) or "{}")
+    for mig in stored.values():
+        if mig["pending"] != mig["mode"]:
+            mig.update(mode=mig["pending"], instances=[])
+    if stored:
+        _write_text(_state(prefix, "mig.json"), json.dumps(stored, indent=1) + "\n")
     return reload(prefix)
 
 
@@ -781,6 +797,10 @@ def _value(profile, gpu, field, units):
         return gpu.get("persistence_mode") or "[N/A]"
     if field == "mig.mode.current":
         return gpu.get("mig_mode") or "[N/A]"
+    if field == "mig.mode.pending":
+        return gpu.get("mig_mode_pending") or gpu.get("mig_mode") or "[N/A]"
+    if field == "pci.device_id":
+        return PCI_DEVICE_IDS.get(gpu["name"], "[N/A]")
     if field == "driver_version":
         return profile["driver_version"]
     if field == "count":
@@ -830,6 +850,10 @@ def nvidia_smi(prefix, argv):
     if state["userspace"] != state["module_version"]:
         _out(SMI_MISMATCH % _major_minor(state["userspace"]))
         return 18
+    mig = mig_command(prefix, profile, argv)
+    if mig is not None:
+        _out(mig[0])
+        return mig[1]
     parser = argparse.ArgumentParser(prog="nvidia-smi", add_help=False)
     parser.add_argument("-L", "--list-gpus", action="store_true")
     parser.add_argument("--query-gpu")
@@ -872,6 +896,245 @@ def nvidia_smi(prefix, argv):
     return 2
 
 
+# --------------------------------------------------------------------------- MIG partitions (SIMULATED)
+# The GPU's own MIG geometry, as the hardware has it (NVIDIA's A100/H100 placements: nvidia-smi mig -lgipp), and the
+# nvidia-smi mig commands the collection runs. State: state/mig.json, {GPU index: {"mode", "pending", "instances"}};
+# a GPU without an entry holds what its profile describes.
+
+MIG_GEOMETRY = {  # profile ID: (compute slices, memory slices, placement starts)
+    0: (7, 8, (0,)), 5: (4, 4, (0,)), 9: (3, 4, (0, 4)), 14: (2, 2, (0, 2, 4)), 15: (1, 2, (0, 2, 4, 6)),
+    19: (1, 1, tuple(range(7))), 20: (1, 1, tuple(range(7))),
+}
+MIG_MEMORY_OF_SLICES = {  # GPU memory class (GB): memory slices -> the size in the profile name
+    40: {1: "5gb", 2: "10gb", 4: "20gb", 8: "40gb"},
+    80: {1: "10gb", 2: "20gb", 4: "40gb", 8: "80gb"},
+}
+CI_PROFILE_OF_SLICES = {1: 0, 2: 1, 3: 2, 4: 3, 7: 4}
+PCI_DEVICE_IDS = {"NVIDIA A100-SXM4-40GB": "0x20B010DE", "NVIDIA A100-SXM4-80GB": "0x20B210DE",
+                  "NVIDIA H100 80GB HBM3": "0x233010DE"}
+
+
+def _mig_names(gpu):
+    """{profile ID: name} of the GPU's model, or {} when its memory class is not simulated."""
+    sizes = MIG_MEMORY_OF_SLICES.get(int(round(gpu["memory_total_mib"] / 1024.0 / 40.0)) * 40)
+    if not sizes:
+        return {}
+    names = {pid: "%dg.%s" % (compute, sizes[memory]) for pid, (compute, memory, _starts) in MIG_GEOMETRY.items()}
+    names[20] += "+me"
+    return names
+
+
+def _mig_place(instances, profile_id):
+    """The start of a new GPU instance of profile_id among instances, or None: the highest free placement, as the
+    driver put the first 3g.20gb of NVIDIA's example at 4:4."""
+    compute, size, starts = MIG_GEOMETRY[profile_id]
+    used = set(slot for gi in instances for slot in range(gi["start"], gi["start"] + gi["size"]))
+    if sum(MIG_GEOMETRY[gi["profile_id"]][0] for gi in instances) + compute > 7:
+        return None
+    for start in sorted(starts, reverse=True):
+        if not used & set(range(start, start + size)):
+            return start
+    return None
+
+
+def _mig_from_profile(gpu):
+    """A GPU's MIG state as its profile describes it: its MIG devices as GPU instances, each with its compute instance."""
+    names = _mig_names(gpu)
+    ids = dict((name, pid) for pid, name in names.items())
+    instances = []
+    for mig in sorted(gpu.get("mig_devices") or [], key=lambda m: -MIG_GEOMETRY[ids[m["profile"]]][1]):
+        pid = ids[mig["profile"]]
+        start = _mig_place(instances, pid)
+        instances.append({"profile": mig["profile"], "profile_id": pid, "gi": len(instances) + 1, "start": start,
+                          "size": MIG_GEOMETRY[pid][1], "ci": True, "uuid": mig["uuid"], "index": mig["index"]})
+    mode = "Enabled" if gpu.get("mig_mode") == "Enabled" else "Disabled"
+    return {"mode": mode, "pending": mode, "instances": instances}
+
+
+def mig_state(prefix, profile):
+    """{GPU index: {"mode", "pending", "instances"}} of every GPU of the profile now."""
+    stored = json.loads(_read_text(_state(prefix, "mig.json")) or "{}")
+    return dict((gpu["index"], stored.get(str(gpu["index"])) or _mig_from_profile(gpu)) for gpu in profile["gpus"])
+
+
+def _store_mig(prefix, state):
+    _write_text(_state(prefix, "mig.json"), json.dumps(dict((str(k), v) for k, v in state.items()), indent=1) + "\n")
+
+
+def _mig_uuid(gpu, gi):
+    digest = hashlib.sha256(("%s/%d" % (gpu["uuid"], gi)).encode()).hexdigest()
+    return "MIG-%s-%s-%s-%s-%s" % (digest[:8], digest[8:12], digest[12:16], digest[16:20], digest[20:32])
+
+
+def with_mig_state(profile, state):
+    """The profile with each GPU's MIG mode and MIG devices (GPU instances holding a compute instance) as state says."""
+    for gpu in profile["gpus"]:
+        mig = state.get(gpu["index"])
+        if mig is None:
+            continue
+        gpu["mig_mode"] = mig["mode"]
+        gpu["mig_mode_pending"] = mig["pending"]
+        held = [gi for gi in sorted(mig["instances"], key=lambda gi: gi["start"]) if gi["ci"]] if mig["mode"] == "Enabled" else []
+        gpu["mig_devices"] = [{"index": position, "profile": gi["profile"], "uuid": gi.get("uuid") or _mig_uuid(gpu, gi["gi"])}
+                              for position, gi in enumerate(held)]
+    return profile
+
+
+def _bus(gpu):
+    return gpu["pci_bus_id"]
+
+
+def _mig_table(title, header, rows, width):
+    rule = "+" + "-" * width + "+"
+    lines = [rule, "| %-*s|" % (width - 1, title)] + ["| %-*s|" % (width - 1, line) for line in header]
+    lines.append("|" + "=" * width + "|")
+    for row in rows:
+        lines += ["| %-*s|" % (width - 1, row), rule]
+    return "\n".join(lines) + "\n"
+
+
+def render_gpu_instances(profile, state, indices):
+    rows = ["%3d  MIG %-13s %4d %8d %10d:%d" % (gpu["index"], gi["profile"], gi["profile_id"], gi["gi"], gi["start"], gi["size"])
+            for gpu in profile["gpus"] if gpu["index"] in indices and state[gpu["index"]]["mode"] == "Enabled"
+            for gi in sorted(state[gpu["index"]]["instances"], key=lambda gi: gi["gi"])]
+    if not rows:
+        return None
+    return _mig_table("GPU instances:", ["GPU   Name             Profile  Instance   Placement  ",
+                                         "                         ID       ID       Start:Size "], rows, 55)
+
+
+def render_compute_instances(profile, state, indices):
+    rows = ["%3d %6d       MIG %-13s %5d %9d %10d:%d" % (gpu["index"], gi["gi"], gi["profile"],
+                                                         CI_PROFILE_OF_SLICES[MIG_GEOMETRY[gi["profile_id"]][0]], 0, 0,
+                                                         MIG_GEOMETRY[gi["profile_id"]][0])
+            for gpu in profile["gpus"] if gpu["index"] in indices and state[gpu["index"]]["mode"] == "Enabled"
+            for gi in sorted(state[gpu["index"]]["instances"], key=lambda gi: gi["gi"]) if gi["ci"]]
+    if not rows:
+        return None
+    return _mig_table("Compute instances:", ["GPU     GPU       Name             Profile   Instance   Placement  ",
+                                             "      Instance                       ID        ID       Start:Size ",
+                                             "        ID                                                         "], rows, 68)
+
+
+def _mig_busy(prefix):
+    return ", ".join(holder["name"] for holder in holders(prefix))
+
+
+def _mig_set_mode(prefix, profile, state, index, enable):
+    gpu = [g for g in profile["gpus"] if g["index"] == index][0]
+    mig = state[index]
+    word = "Enabled" if enable else "Disabled"
+    if not enable and mig["instances"]:
+        return "Unable to disable MIG Mode for GPU %s: In use by another client\n" % _bus(gpu), 19
+    busy = _mig_busy(prefix)
+    mig["pending"] = word
+    if busy:
+        _store_mig(prefix, state)
+        return ("Warning: MIG mode is in pending %s state for GPU %s:In use by another client\n%s is currently being used by "
+                "one or more other processes (e.g. CUDA application or a monitoring application such as another instance "
+                "of nvidia-smi). Please first kill all processes using the device and retry the command or reboot the "
+                "system to make MIG mode effective.\nAll done.\n" % ("enable" if enable else "disable", _bus(gpu), _bus(gpu))), 0
+    mig["mode"] = word
+    _store_mig(prefix, state)
+    return "%s MIG Mode for GPU %s\nAll done.\n" % (word, _bus(gpu)), 0
+
+
+def _mig_destroy(prefix, state, index, what):
+    mig = state[index]
+    busy = _mig_busy(prefix)
+    if what == "ci":
+        held = [gi for gi in mig["instances"] if gi["ci"]]
+        if not held:
+            return "No compute instances found.\n", 6
+        if busy:
+            return "Unable to destroy compute instance ID  0 from GPU %2d GPU instance ID %2d: In use by another client\n" % (
+                index, held[0]["gi"]), 19
+        for gi in held:
+            gi["ci"] = False
+        _store_mig(prefix, state)
+        return "".join("Successfully destroyed compute instance ID  0 from GPU %2d GPU instance ID %2d\n" % (index, gi["gi"])
+                       for gi in held), 0
+    if not mig["instances"]:
+        return "No GPU instances found.\n", 6
+    blocked = [gi for gi in mig["instances"] if gi["ci"]]
+    if blocked or busy:
+        return "Unable to destroy GPU instance ID %2d from GPU %2d: In use by another client\n" % (
+            (blocked or mig["instances"])[0]["gi"], index), 19
+    text = "".join("Successfully destroyed GPU instance ID %2d from GPU %2d\n" % (gi["gi"], index) for gi in mig["instances"])
+    mig["instances"] = []
+    _store_mig(prefix, state)
+    return text, 0
+
+
+def _mig_create(prefix, profile, state, index, requested, with_ci):
+    gpu = [g for g in profile["gpus"] if g["index"] == index][0]
+    mig = state[index]
+    names = _mig_names(gpu)
+    out = []
+    for item in requested.split(","):
+        item = item.strip()
+        pid = int(item) if item.isdigit() else dict((name, p) for p, name in names.items()).get(item.replace("MIG ", ""))
+        if mig["mode"] != "Enabled" or pid not in names:
+            out.append("Unable to create a GPU instance on GPU %2d using profile %s: Not Supported\n"
+                       "Failed to create GPU instances: Not Supported\n" % (index, item))
+            return "".join(out), 3
+        start = _mig_place(mig["instances"], pid)
+        if start is None:
+            out.append("Unable to create a GPU instance on GPU %2d using profile %s: Insufficient Resources\n"
+                       "Failed to create GPU instances: Insufficient Resources\n" % (index, item))
+            _store_mig(prefix, state)
+            return "".join(out), 3
+        gi = {"profile": names[pid], "profile_id": pid, "gi": max([g["gi"] for g in mig["instances"]] + [0]) + 1,
+              "start": start, "size": MIG_GEOMETRY[pid][1], "ci": with_ci}
+        mig["instances"].append(gi)
+        out.append("Successfully created GPU instance ID %2d on GPU %2d using profile MIG %s (ID %2d)\n"
+                   % (gi["gi"], index, gi["profile"], pid))
+        if with_ci:
+            out.append("Successfully created compute instance ID  0 on GPU %2d GPU instance ID %2d using profile MIG %s (ID %2d)\n"
+                       % (index, gi["gi"], gi["profile"], CI_PROFILE_OF_SLICES[MIG_GEOMETRY[pid][0]]))
+    _store_mig(prefix, state)
+    return "".join(out), 0
+
+
+def mig_command(prefix, profile, argv):
+    """(text, rc) of the nvidia-smi MIG calls the collection makes: ``-i N -mig 0|1`` and ``mig [-i N] -lgi | -lci | -dci |
+    -dgi | -cgi LIST [-C]``; None when argv is none of them."""
+    parser = argparse.ArgumentParser(prog="nvidia-smi", add_help=False)
+    parser.add_argument("-i", "--id")
+    parser.add_argument("-mig", dest="mode", choices=("0", "1"))
+    parser.add_argument("-lgi", action="store_true")
+    parser.add_argument("-lci", action="store_true")
+    parser.add_argument("-dci", action="store_true")
+    parser.add_argument("-dgi", action="store_true")
+    parser.add_argument("-cgi")
+    parser.add_argument("-C", action="store_true")
+    subcommand = argv[:1] == ["mig"]
+    if not subcommand and "-mig" not in argv:
+        return None
+    args, unknown = parser.parse_known_args(argv[1:] if subcommand else argv)
+    if unknown:
+        return "gpusim nvidia-smi: MIG arguments not simulated: %s\n" % " ".join(unknown), 2
+    state = mig_state(prefix, profile)
+    indices = [int(args.id)] if args.id is not None else sorted(state)
+    if any(index not in state for index in indices):
+        return "No devices were found\n", 6
+    if args.mode is not None and not subcommand:
+        return _mig_set_mode(prefix, profile, state, indices[0], args.mode == "1")
+    if args.lgi or args.lci:
+        render = render_gpu_instances if args.lgi else render_compute_instances
+        if not any(state[index]["mode"] == "Enabled" for index in indices):
+            return "No MIG-enabled devices found.\n", 6
+        text = render(profile, state, indices)
+        return (text, 0) if text else ("No %s instances found.\n" % ("GPU" if args.lgi else "compute"), 6)
+    if args.id is None:
+        return "gpusim nvidia-smi: the simulated MIG changes need -i N\n", 2
+    if args.dci or args.dgi:
+        return _mig_destroy(prefix, state, indices[0], "ci" if args.dci else "gi")
+    if args.cgi:
+        return _mig_create(prefix, profile, state, indices[0], args.cgi, args.C)
+    return "gpusim nvidia-smi: MIG arguments not simulated: %s\n" % " ".join(argv), 2
+
+
 # --------------------------------------------------------------------------- NVIDIA's nvidia-smi on NVIDIA's mock NVML
 
 
@@ -891,7 +1154,7 @@ def mock_nvml_refusal(prefix, profile):
         return "no nvidia-smi is installed at %s" % REAL_NVIDIA_SMI
     if not os.path.isfile(os.path.join(prefix, MOCK_NVML_DIR, MOCK_NVML_LIBRARY)):
         return "no mock NVML under %s" % os.path.join(prefix, MOCK_NVML_DIR)
-    if any(gpu.get("mig_devices") for gpu in profile["gpus"]):
+    if any(gpu.get("mig_devices") for gpu in profile["gpus"]) or os.path.exists(_state(prefix, "mig.json")):
         return "the mock NVML enumerates no MIG devices"
     if len(profile["gpus"]) > MOCK_NVML_MAX_GPUS:
         return "the mock NVML simulates at most %d GPUs" % MOCK_NVML_MAX_GPUS

@@ -232,7 +232,7 @@ def test_host_userspace_links_the_real_library_directory_and_stays_across_builds
     assert os.readlink(root / "usr" / "lib" / "x86_64-linux-gnu") == str(library)
     assert json.loads((tmp_path / "sim" / "state" / "settings.json").read_text()) == {"userspace": "host"}
     assert gpusim.node_state(str(tmp_path / "sim")) == {
-        "userspace": "535.261.03", "module_loaded": True, "module_version": "565.57.01", "modules_unloaded": []}
+        "userspace": "535.261.03", "module_loaded": True, "module_version": "565.57.01", "modules_unloaded": [], "mig": {}}
     # a build without --userspace keeps the stored mode and changes nothing
     assert gpusim.build(str(KIT / "profiles" / "h100x8.json"), str(tmp_path / "sim"), host_root=str(host)) == (False, [])
 
@@ -687,7 +687,7 @@ def test_nvidia_smi_runs_the_real_binary_on_the_mock_while_the_module_is_loaded(
     build_profile("h100x8", prefix, userspace="host", host_root=str(tmp_path / "host"))
     _with_mock(prefix)
     monkeypatch.setattr(gpusim, "node_state", lambda *_args: {
-        "userspace": "535.261.03", "module_loaded": True, "module_version": "565.57.01", "modules_unloaded": []})
+        "userspace": "535.261.03", "module_loaded": True, "module_version": "565.57.01", "modules_unloaded": [], "mig": {}})
     calls = []
     monkeypatch.setattr(os, "execve", lambda path, argv, env: calls.append((path, argv, env)))
     monkeypatch.setenv("MOCK_NVML_CONFIG", "/elsewhere.yaml")
@@ -787,3 +787,53 @@ def test_the_mock_takes_the_installed_librarys_own_place_with_the_device_nodes(t
     state["module_loaded"] = False
     with pytest.raises(gpusim.GpusimError, match="module is not loaded: the driver's own library stays"):
         gpusim.expose_to_nvidia_software(str(prefix), str(dev))
+
+
+# ----------------------------------------------------------------------------- MIG partitions (SIMULATED)
+
+def test_mig_listings_show_the_profiles_partitions_and_the_collection_parses_them(tmp_path):
+    from ansible_collections.gpufleet.node.plugins.module_utils import _mig
+    build_profile("a100x4-mig", tmp_path / "sim")
+    lgi = smi(tmp_path / "sim", "mig", "-lgi")
+    assert lgi.returncode == 0
+    instances = _mig.parse_gpu_instances(lgi.stdout)
+    assert [(gi["gpu"], gi["profile"], gi["profile_id"], gi["start"], gi["size"]) for gi in instances] == [
+        (0, "1g.20gb", 15, 6, 2), (0, "1g.20gb", 15, 4, 2), (0, "1g.20gb", 15, 2, 2), (0, "1g.20gb", 15, 0, 2)]
+    cis = _mig.parse_compute_instances(smi(tmp_path / "sim", "mig", "-lci").stdout)
+    assert [(ci["gpu_instance_id"], ci["profile"], ci["size"]) for ci in cis] == [(1, "1g.20gb", 1), (2, "1g.20gb", 1),
+                                                                                  (3, "1g.20gb", 1), (4, "1g.20gb", 1)]
+    query = smi(tmp_path / "sim", "--query-gpu=index,name,pci.device_id,mig.mode.current,mig.mode.pending", "--format=csv,noheader")
+    assert query.stdout.splitlines()[:2] == ["0, NVIDIA A100-SXM4-80GB, 0x20B210DE, Enabled, Enabled",
+                                             "1, NVIDIA A100-SXM4-80GB, 0x20B210DE, Disabled, Disabled"]
+    assert smi(tmp_path / "sim", "mig", "-lgi", "-i", "1").stdout == "No MIG-enabled devices found.\n"
+
+
+def test_a_layout_applied_with_nvidia_smi_is_what_nvml_then_shows(tmp_path):
+    sim = tmp_path / "sim"
+    build_profile("a100x4-mig", sim)
+    assert smi(sim, "mig", "-i", "0", "-dgi").stdout.startswith("Unable to destroy GPU instance ID")  # compute instances first
+    assert smi(sim, "mig", "-i", "0", "-dci").stdout.count("Successfully destroyed compute instance") == 4
+    assert smi(sim, "mig", "-i", "0", "-dgi").stdout.count("Successfully destroyed GPU instance") == 4
+    created = smi(sim, "mig", "-i", "0", "-cgi", "9,14,19,19", "-C")
+    assert created.returncode == 0 and created.stdout.splitlines()[:2] == [
+        "Successfully created GPU instance ID  1 on GPU  0 using profile MIG 3g.40gb (ID  9)",
+        "Successfully created compute instance ID  0 on GPU  0 GPU instance ID  1 using profile MIG 3g.40gb (ID  2)"]
+    assert smi(sim, "-i", "1", "-mig", "1").stdout == "Enabled MIG Mode for GPU 00000000:41:00.0\nAll done.\n"
+    full = smi(sim, "mig", "-i", "1", "-cgi", "0,19", "-C")
+    assert full.returncode != 0 and "Insufficient Resources" in full.stdout
+    listed = {gpu["index"]: sorted(mig["profile"] for mig in gpu["mig_devices"]) for gpu in gpusim.gpus(str(sim))}
+    assert listed == {0: ["1g.10gb", "1g.10gb", "2g.20gb", "3g.40gb"], 1: ["7g.80gb"], 2: [], 3: []}
+    assert "MIG 3g.40gb     Device  3" in smi(sim, "-L").stdout  # placements order the devices: 1g at 0 and 1, 2g at 2
+
+
+def test_a_driver_client_keeps_the_partitions_and_the_mode_waits_for_a_reboot(tmp_path):
+    sim = tmp_path / "sim"
+    build_profile("a100x4-mig", sim)
+    assert run_cli(sim, "hold", "dcgm").returncode == 0
+    refused = smi(sim, "mig", "-i", "0", "-dci")
+    assert refused.returncode != 0 and "In use by another client" in refused.stdout
+    pending = smi(sim, "-i", "2", "-mig", "1")
+    assert "MIG mode is in pending enable state" in pending.stdout
+    assert smi(sim, "--query-gpu=mig.mode.current,mig.mode.pending", "--format=csv,noheader", "-i", "2").stdout == "Disabled, Enabled\n"
+    assert run_cli(sim, "reboot").returncode == 0
+    assert smi(sim, "--query-gpu=mig.mode.current,mig.mode.pending", "--format=csv,noheader", "-i", "2").stdout == "Enabled, Enabled\n"
