@@ -27,6 +27,9 @@ UPGRADE_REMEDIES = {
     'driver-upgrade-required': 'the driver may have changed in part: the reason says what failed, what was put back (pins, '
                                'holds) and what dpkg or the module reload left undone; the device plugin stays paused: fix the '
                                'cause (the package source, a package script, what holds the module), then re-run',
+    'mig-layout-required': 'the GPUs\' MIG layout may have changed in part (the reason names the GPU and what nvidia-smi '
+                           'refused, or the MIG mode that waits for a GPU reset); the device plugin stays paused: free the '
+                           'GPUs (stop what holds them, or reset or reboot for a pending MIG mode), then re-run',
     'validation-required': 'the node does not serve its GPUs with the new driver (the failing layer is named): fix it, then re-run',
     'uncordon-required': 'uncordon the node (kubectl uncordon) or re-run',
 }
@@ -159,6 +162,8 @@ def _upgrade_row(name, host, node, planned, stopped):
         'remedy': remedy,
         'steps': times,
         'seconds': seconds,
+        'mig_before': upgrade_from.get('mig') or {},
+        'mig_after': _mapping(host.get('__mig_layout')).get('observed') or {},
     }
 
 
@@ -241,10 +246,19 @@ def _step_seconds(row):
     return ', '.join('%s %s' % (_printed(step['step']), _printed(step['seconds'])) for step in row['steps'])
 
 
+def _layout(layout):
+    return '; '.join('GPU %s %s' % (index, layout[index]) for index in sorted(layout, key=int)) or '-'
+
+
 def upgrade_summary_markdown(rows):
-    """upgrade_driver.yml's report (upgrade-driver-summary.md) from its rows (upgrade_rows): the table, then the
-    seconds of each step of the nodes that took any."""
-    text = '# NVIDIA driver rollout\n\n' + _table(UPGRADE_COLUMNS, [_upgrade_cells(row) for row in rows])
+    """upgrade_driver.yml's report (upgrade-driver-summary.md) from its rows (upgrade_rows): the table (with the MIG
+    layout before and after when a node has one), then the seconds of each step of the nodes that took any."""
+    if any(row.get('mig_before') or row.get('mig_after') for row in rows):
+        table = _table(UPGRADE_COLUMNS + ('MIG layout before', 'MIG layout after'),
+                       [_upgrade_cells(row) + [_layout(row['mig_before']), _layout(row['mig_after'])] for row in rows])
+    else:
+        table = _table(UPGRADE_COLUMNS, [_upgrade_cells(row) for row in rows])
+    text = '# NVIDIA driver rollout\n\n' + table
     timed = [row for row in rows if row['steps']]
     if timed:
         text += '\n## Time per step (seconds)\n\n' + _table(('node', 'steps'), [(row['node'], _step_seconds(row)) for row in timed])

@@ -3,7 +3,7 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 """The plan upgrade_driver.yml prints before its first change (private to gpufleet.node), from explicit values: the
-targets, the window, the batches and what each node of a batch starts from.
+targets, the window, the batches and what each node of a batch starts from (its driver, and the MIG layout changes).
 
 A value prints as the template before this function printed it (str(); None as nothing where it stands alone, as
 'None' where joined)."""
@@ -49,11 +49,13 @@ def _window(plan):
 
 
 def _starting_point(host, start):
-    """A node of a batch: the driver it runs and has installed, whether it was cordoned, the state it resumes after."""
+    """A node of a batch: the driver it runs and has installed, whether it was cordoned, the state it resumes after, and
+    the GPUs whose MIG layout changes."""
     cordoned = ', cordoned before' if start['unschedulable'] else ''
     resumes = ', resumes after state %s' % (start['state'],) if start['state'] not in FRESH_STATES else ''
-    return '%s (runs %s, installed %s%s%s)' % (_printed(host), _printed(start['running'] or 'no driver'),
-                                               _printed(start['installed'] or 'none'), cordoned, resumes)
+    mig = ''.join('; %s' % (_printed(change),) for change in start.get('mig_changes') or [])
+    return '%s (runs %s, installed %s%s%s%s)' % (_printed(host), _printed(start['running'] or 'no driver'),
+                                                 _printed(start['installed'] or 'none'), cordoned, resumes, mig)
 
 
 def upgrade_plan(plan):

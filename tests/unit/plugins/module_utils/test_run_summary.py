@@ -73,7 +73,8 @@ def test_a_failed_upgrade_row_names_its_step_reason_and_remedy() -> None:
                    "after": {"running": "535.216.03", "userspace": ""}, "state": "upgrade-failed", "driver_label": "535.216.03",
                    "cordoned": True, "plugin_paused": True, "step": "driver-upgrade-required", "reason": "dpkg failed",
                    "remedy": summary.UPGRADE_REMEDIES["driver-upgrade-required"],
-                   "steps": [{"step": "cordon", "seconds": 12.3}, {"step": "drain", "seconds": 47.7}], "seconds": 60.1}
+                   "steps": [{"step": "cordon", "seconds": 12.3}, {"step": "drain", "seconds": 47.7}], "seconds": 60.1,
+                   "mig_before": {}, "mig_after": {}}
 
 
 @pytest.mark.parametrize("stopped, outcome, remedy", [
@@ -170,6 +171,19 @@ def test_the_upgrade_failure_message(rows: list, message: str) -> None:
 ], ids=["alone: nothing", "joined: None"])
 def test_none_prints_as_the_templates_printed_it(row: dict, line: str) -> None:
     assert summary.upgrade_summary_markdown([row]).splitlines()[4] == line
+
+
+def test_the_mig_layout_before_and_after_are_columns_when_a_node_has_one() -> None:
+    host = dict(HOSTS["h1"], __upgrade_from=dict(HOSTS["h1"]["__upgrade_from"], mig={"0": "MIG on: 4 x 1g.20gb", "1": "MIG off"}),
+                __mig_layout={"observed": {"0": "MIG off", "1": "MIG off"}},
+                __upgrade_result={"result": "failed", "step": "mig-layout-required", "reason": "In use by another client"})
+    row = summary.upgrade_rows(["h1"], {"h1": host}, {"gpufleet_upgrade_batches": [["h1"]]}, READS)[0]
+    assert row["mig_before"] == {"0": "MIG on: 4 x 1g.20gb", "1": "MIG off"} and row["mig_after"] == {"0": "MIG off", "1": "MIG off"}
+    assert row["remedy"] == summary.UPGRADE_REMEDIES["mig-layout-required"] and "device plugin stays paused" in row["remedy"]
+    lines = summary.upgrade_summary_markdown([row, dict(UPGRADED, mig_before={}, mig_after={})]).splitlines()
+    assert lines[2].endswith("| failure | MIG layout before | MIG layout after |")
+    assert lines[4].endswith("| GPU 0 MIG on: 4 x 1g.20gb; GPU 1 MIG off | GPU 0 MIG off; GPU 1 MIG off |")
+    assert lines[5].endswith("|  | - | - |")
 
 
 def test_the_filters() -> None:

@@ -61,7 +61,10 @@ def test_the_plan(changes: dict, lines: list) -> None:
     (dict(OLD, state="upgrade-failed"), "n1 (runs 535.216.03, installed 535.216.03, resumes after state upgrade-failed)"),
     (dict(OLD, state="upgrade-required"), "n1 (runs 535.216.03, installed 535.216.03)"),
     (dict(OLD, state="upgrade-done", running=None), "n1 (runs no driver, installed 535.216.03)"),
-], ids=["cordoned", "no driver", "resumed and cordoned", "resumed after a failure", "required", "done"])
+    (dict(OLD, mig_changes=["GPU 0 holds MIG on: 4 x 1g.20gb, its layout is MIG off", "MIG mode of GPU 1 pending"]),
+     "n1 (runs 535.216.03, installed 535.216.03; GPU 0 holds MIG on: 4 x 1g.20gb, its layout is MIG off; "
+     "MIG mode of GPU 1 pending)"),
+], ids=["cordoned", "no driver", "resumed and cordoned", "resumed after a failure", "required", "done", "MIG layout"])
 def test_a_node_of_a_batch(start: dict, shown: str) -> None:
     assert upgrade_plan(plan(nodes={"n1": start}, batches=[["n1"]])).split("\n")[1] == "Batch 1: " + shown
 
