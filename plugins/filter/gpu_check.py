@@ -132,7 +132,7 @@ def check_report_nodes(names, hostvars):
         host = hostvars[name]
         read = host.get('check_node_read') or {}
         if 'gpu_node_join_checks' in host:
-            host_checks = (read.get('host') or {}).get('checks') or _unreadable_host(read)
+            host_checks = ((read.get('host') or {}).get('checks') or _unreadable_host(read)) + (host.get('mig_layout_checks') or [])
             result = gpu_check_layers(host_checks, host['container_toolkit_checks'] + host['containerd_nvidia_checks']
                                       + host['gpu_node_join_runtime_checks'], host['gpu_node_join_checks'])
         else:

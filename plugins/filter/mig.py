@@ -21,6 +21,14 @@ def mig_layout_plan(reads, document, selected, where, nvidia_smi='nvidia-smi'):
     return _mig.node_plan(reads, document, selected, where, nvidia_smi)
 
 
+def mig_pool_problems(replicas, document, selected, where):
+    return _mig.pool_problems(replicas, document, selected, where)
+
+
+def mig_layout_check(commands, document, selected, where):
+    return _mig.host_check(commands, document, selected, where)
+
+
 def mig_strategy_problems(wanted_layout, strategy, where):
     return _mig.strategy_problems(strategy, dict((int(index), layout) for index, layout in wanted_layout.items()), where)
 
@@ -31,4 +39,6 @@ class FilterModule(object):
             'mig_config_problems': mig_config_problems,
             'mig_layout_plan': mig_layout_plan,
             'mig_strategy_problems': mig_strategy_problems,
+            'mig_pool_problems': mig_pool_problems,
+            'mig_layout_check': mig_layout_check,
         }

@@ -369,11 +369,15 @@ def layout_plan(wanted, observed, gpu_names, nvidia_smi='nvidia-smi'):
 
 
 def summary(layout):
-    """'MIG on: 1 x 3g.40gb, 2 x 1g.10gb' or 'MIG off' for a {mig_enabled, devices} layout."""
+    """'MIG on: 1 x 3g.40gb, 2 x 1g.10gb' or 'MIG off' for a {mig_enabled, devices} layout, with the MIG mode that waits
+    for a GPU reset (C(pending)) when there is one."""
+    waiting = ''
+    if layout.get('pending', layout['mig_enabled']) != layout['mig_enabled']:
+        waiting = ' (MIG %s once the GPU is reset)' % ('on' if layout['pending'] else 'off')
     if not layout['mig_enabled']:
-        return 'MIG off'
+        return 'MIG off' + waiting
     partial = '' if layout.get('whole', True) else ' (compute instances that do not span their GPU instance)'
-    return 'MIG on: %s%s' % (describe(layout['devices']), partial)
+    return 'MIG on: %s%s%s' % (describe(layout['devices']), partial, waiting)
 
 
 def _quoted(argument):
@@ -404,6 +408,23 @@ def parse_gpus(text):
     return gpus
 
 
+def turns_mig_on(document, selected):
+    """Whether layout ``selected`` of ``document`` turns MIG on for any GPU (False for no layout)."""
+    configs = document.get('mig-configs') if isinstance(document, dict) else None
+    entries = configs.get(selected) if isinstance(configs, dict) and selected else None
+    return any(isinstance(entry, dict) and entry.get('mig-enabled') is True for entry in entries or [])
+
+
+def pool_problems(replicas, document, selected, where):
+    """A node in a time-slicing pool (``replicas`` above 0) whose MIG layout ``selected`` turns MIG on: time-slicing
+    (development) and MIG (multi-tenant production) pools are separate node groups."""
+    if not turns_mig_on(document, selected) or not str(replicas).isdigit() or int(replicas) == 0:
+        return []
+    return ["%s is in a time-slicing pool (gpu_node_join_time_slicing_replicas=%s) and in a MIG pool (its layout '%s' "
+            'turns MIG on): time-slicing pools and MIG pools are separate node groups. Give the node one of them: '
+            'gpu_node_join_time_slicing_replicas=0, or a layout without MIG.' % (where, replicas, selected)]
+
+
 def strategy_problems(strategy, wanted, where):
     """A layout the device plugin's MIG strategy cannot serve: C(none) advertises whole GPUs only, C(single) needs every
     GPU of the node under MIG with one profile; C(mixed) serves any layout."""
@@ -431,8 +452,8 @@ def node_plan(reads, document, selected, where, nvidia_smi='nvidia-smi'):
         gpu_instances = parse_gpu_instances(reads['gpu_instances'])
         compute_instances = parse_compute_instances(reads['compute_instances'])
     except MigListingError as error:
-        return {'problems': ['%s: %s' % (where, error)], 'wanted': {}, 'wanted_layout': {}, 'observed': {}, 'plan': [],
-                'pending': [], 'differences': [], 'script': ''}
+        return {'problems': ['%s: %s' % (where, error)], 'wanted': {}, 'wanted_layout': {}, 'observed': {},
+                'observed_layout': {}, 'plan': [], 'pending': [], 'differences': [], 'script': ''}
     observed = observed_layout(gpus, gpu_instances, compute_instances)
     wanted, problems = wanted_layout(document, selected, gpus, where)
     names = dict((gpu['index'], gpu['name']) for gpu in gpus)
@@ -442,8 +463,52 @@ def node_plan(reads, document, selected, where, nvidia_smi='nvidia-smi'):
         'wanted': dict((str(index), summary(layout)) for index, layout in wanted.items()),
         'wanted_layout': dict((str(index), layout) for index, layout in wanted.items()),
         'observed': dict((str(index), summary(layout)) for index, layout in observed.items()),
+        'observed_layout': dict((str(index), layout) for index, layout in observed.items()),
         'plan': plan,
         'pending': [index for index, layout in sorted(observed.items()) if layout['pending'] != layout['mig_enabled']],
         'differences': ['GPU %d holds %s, its layout is %s' % (item['gpu'], item['before'], item['after']) for item in plan],
         'script': apply_script(plan),
     }
+
+
+CHECK_ID = 'mig_layout_held'
+
+
+def _check(status, message, remedy=''):
+    return {'id': CHECK_ID, 'layer': 'gpu', 'status': status, 'message': message, 'remedy': remedy}
+
+
+def _output(command):
+    return (command or {}).get('stdout', '') + (command or {}).get('stderr', '')
+
+
+def host_check(commands, document, selected, where):
+    """check.yml's check C(mig_layout_held) of the host layer (part C(gpu)): whether every GPU holds its layout, from
+    gpu_node_read's C(mig_listing) reads (``commands``: mig_gpus, mig_gpu_instances, mig_compute_instances)."""
+    if not selected:
+        return _check('skip', 'no MIG layout is set for the node (gpufleet_mig_config)')
+    gpus = (commands or {}).get('mig_gpus') or {}
+    if gpus.get('rc') != 0:
+        return _check('fail', 'the MIG layout could not be read: nvidia-smi --query-gpu exited with %s: %s'
+                      % (gpus.get('rc'), _output(gpus).strip()[:300]), 'fix nvidia_smi_runs first')
+    reads = {'gpus': gpus.get('stdout', ''), 'gpu_instances': _output(commands.get('mig_gpu_instances')),
+             'compute_instances': _output(commands.get('mig_compute_instances'))}
+    plan = node_plan(reads, document, selected, where)
+    if plan['problems']:
+        return _check('fail', '; '.join(plan['problems']),
+                      "choose a layout the node's GPUs can hold, with the profiles of their model (docs/mig.md)")
+    # A MIG mode set as the layout wants, waiting for a reset: only a reset (or a reboot) finishes it.
+    resets = [item['gpu'] for item in plan['plan']
+              if plan['observed_layout'][str(item['gpu'])]['pending'] == plan['wanted_layout'][str(item['gpu'])]['mig_enabled']]
+    differs = ['GPU %d holds %s, its layout is %s' % (item['gpu'], item['before'], item['after']) for item in plan['plan']]
+    if differs:
+        remedies = []
+        if resets:
+            remedies.append('for GPU %s, stop the processes that hold the GPU and reset it (nvidia-smi --gpu-reset), or '
+                            'reboot the node, then run upgrade_driver.yml' % ', '.join(str(index) for index in resets))
+        if len(resets) < len(differs):
+            remedies.append('run upgrade_driver.yml on the node: it gives the GPUs their layout out of service (cordon, '
+                            'GPU pods evicted, device plugin paused)')
+        return _check('fail', "the GPUs do not hold layout '%s': %s" % (selected, '; '.join(differs)), '; '.join(remedies))
+    return _check('pass', "every GPU holds layout '%s': %s" % (selected, '; '.join(
+        'GPU %s %s' % (index, plan['observed'][index]) for index in sorted(plan['observed'], key=int))))

@@ -75,6 +75,13 @@ options:
     elements: str
     choices: [apt_lists, dpkg_architecture, nvidia_ctk_version, containerd_version]
     default: []
+  mig_listing:
+    description:
+      - The nvidia-smi that lists the GPUs' MIG layout, returned under RV(commands) as C(mig_gpus) (C(nvidia-smi
+        --query-gpu=index,name,pci.device_id,mig.mode.current,mig.mode.pending --format=csv,noheader)),
+        C(mig_gpu_instances) (C(nvidia-smi mig -lgi)) and C(mig_compute_instances) (C(nvidia-smi mig -lci)), as the
+        role gpufleet.node.mig_layout reads them. Not read when unset.
+    type: str
   apt_policy:
     description: Packages whose apt policy to read (C(apt-cache policy), returned as C(commands.apt_policy)).
     type: list
@@ -222,8 +229,9 @@ stats:
   type: dict
 commands:
   description:
-    - Per read that ran, by its name (those of O(reads), and V(apt_policy), V(services) and V(containerd_config_dump)
-      when asked for), the command's C(cmd), C(rc), C(stdout), C(stderr), C(timed_out) and C(not_found).
+    - Per read that ran, by its name (those of O(reads), and V(apt_policy), V(services), V(containerd_config_dump) and
+      the three of O(mig_listing) when asked for), the command's C(cmd), C(rc), C(stdout), C(stderr), C(timed_out) and
+      C(not_found).
   returned: always
   type: dict
 kubelet:
@@ -347,6 +355,12 @@ READS = {
     'containerd_version': ['ctr', 'version'],
 }
 SERVICE_PROPERTIES = ['Id', 'LoadState', 'UnitFileState', 'ActiveState', 'SubState']
+# What the role mig_layout reads (module_utils/_mig.py parses it).
+MIG_LISTING = [
+    ('mig_gpus', ['--query-gpu=index,name,pci.device_id,mig.mode.current,mig.mode.pending', '--format=csv,noheader']),
+    ('mig_gpu_instances', ['mig', '-lgi']),
+    ('mig_compute_instances', ['mig', '-lci']),
+]
 
 
 def read_commands(runner, params):
@@ -360,6 +374,8 @@ def read_commands(runner, params):
     if params['containerd_config_dump'] is not None:
         config = ['--config', params['containerd_config_dump']] if params['containerd_config_dump'] else []
         argvs.append(('containerd_config_dump', ['containerd'] + config + ['config', 'dump']))
+    if params['mig_listing']:
+        argvs += [(name, [params['mig_listing']] + args) for name, args in MIG_LISTING]
     return dict((name, runner.run(argv).as_dict()) for name, argv in argvs)
 
 
@@ -483,6 +499,7 @@ def run_module():
             stats=dict(type='dict', default={}),
             reads=dict(type='list', elements='str', default=[], choices=sorted(READS)),
             apt_policy=dict(type='list', elements='str', default=[]),
+            mig_listing=dict(type='str'),
             services=dict(type='list', elements='str', default=[]),
             containerd_config_dump=dict(type='str'),
             kubelet_service=dict(type='str', default=''),

@@ -146,3 +146,12 @@ def test_critical_xids_are_named_on_the_node() -> None:
     xid = {"id": "critical_xids_absent", "layer": "gpu", "status": "fail", "message": "Xid 79 on GPU 0", "remedy": "drain"}
     [node] = check_report_nodes(["gpu-1"], {"gpu-1": {**ROLE_CHECKS, "check_node_read": {"host": {"checks": [xid]}}}})
     assert node["critical_xids"] == ["Xid 79 on GPU 0"]
+
+
+def test_the_mig_layout_check_is_a_check_of_the_host_layer() -> None:
+    mig = {"id": "mig_layout_held", "layer": "gpu", "status": "fail", "message": "GPU 0 holds MIG off",
+           "remedy": "run upgrade_driver.yml on the node"}
+    healthy = {**ROLE_CHECKS, "containerd_nvidia_checks": [_check("containerd_version", "pass")]}
+    [node] = check_report_nodes(["gpu-1"], {"gpu-1": {**healthy, "check_node_read": READ, "mig_layout_checks": [mig]}})
+    assert (node["first_failing_layer"], node["failed_checks"]) == ("host", ["mig_layout_held"])
+    assert node["layers"][0]["checks"][-1] == {**mig, "layer": "host", "part": "gpu"}

@@ -265,3 +265,58 @@ def test_the_script_stops_at_the_first_refusal_and_quotes_every_argument(tmp_pat
     assert done.returncode != 0
     assert log.read_text().splitlines() == ["mig -i 0 -dgi", "mig -i 1 -dgi"]
     assert done.stdout.splitlines()[-1] == "+ %s mig -i 1 -dgi" % smi
+
+
+@pytest.mark.parametrize(("replicas", "selected", "refused"), [
+    (4, "all-1g.10gb", True), ("2", "balanced", True), (0, "all-1g.10gb", False), (4, "all-disabled", False),
+    (4, "", False), (4, "unknown", False),
+])
+def test_a_node_in_a_time_slicing_pool_and_a_mig_pool_is_refused(replicas: object, selected: str, refused: bool) -> None:
+    problems = _mig.pool_problems(replicas, GOOD, selected, "gpu-1")
+    assert bool(problems) == refused
+    if refused:
+        assert problems[0].startswith("gpu-1 is in a time-slicing pool (gpu_node_join_time_slicing_replicas=%s) and in a MIG "
+                                      "pool (its layout '%s' turns MIG on)" % (replicas, selected))
+
+
+def listing(gpus: str, lgi: str = "No MIG-enabled devices found.\n", lci: str = "No MIG-enabled devices found.\n") -> dict:
+    return {"mig_gpus": {"rc": 0, "stdout": gpus, "stderr": ""}, "mig_gpu_instances": {"rc": 6, "stdout": lgi, "stderr": ""},
+            "mig_compute_instances": {"rc": 6, "stdout": lci, "stderr": ""}}
+
+
+TWO_OFF = "0, NVIDIA A100-SXM4-80GB, 0x20B210DE, Disabled, Disabled\n1, NVIDIA A100-SXM4-80GB, 0x20B210DE, Disabled, Disabled\n"
+
+
+def test_the_host_check_passes_when_every_gpu_holds_its_layout_and_skips_without_one() -> None:
+    check = _mig.host_check(listing(TWO_OFF), GOOD, "all-disabled", "gpu-1")
+    assert check == {"id": "mig_layout_held", "layer": "gpu", "status": "pass", "remedy": "",
+                     "message": "every GPU holds layout 'all-disabled': GPU 0 MIG off; GPU 1 MIG off"}
+    assert _mig.host_check({}, GOOD, "", "gpu-1")["status"] == "skip"
+
+
+def test_the_host_check_fails_a_gpu_that_holds_another_layout_or_waits_for_a_reset() -> None:
+    check = _mig.host_check(listing(TWO_OFF), GOOD, "all-1g.10gb", "gpu-1")
+    assert check["status"] == "fail" and check["remedy"].startswith("run upgrade_driver.yml on the node")
+    assert check["message"] == ("the GPUs do not hold layout 'all-1g.10gb': GPU 0 holds MIG off, its layout is MIG on: "
+                                "7 x 1g.10gb; GPU 1 holds MIG off, its layout is MIG on: 7 x 1g.10gb")
+    waiting = TWO_OFF.replace("0x20B210DE, Disabled, Disabled\n1", "0x20B210DE, Disabled, Enabled\n1")
+    check = _mig.host_check(listing(waiting), GOOD, "all-1g.10gb", "gpu-1")
+    assert check["message"].startswith("the GPUs do not hold layout 'all-1g.10gb': GPU 0 holds MIG off (MIG on once the GPU "
+                                       "is reset), its layout is MIG on: 7 x 1g.10gb; GPU 1 holds MIG off")
+    assert check["remedy"].startswith("for GPU 0, stop the processes that hold the GPU and reset it")
+    assert check["remedy"].endswith("; run upgrade_driver.yml on the node: it gives the GPUs their layout out of service "
+                                    "(cordon, GPU pods evicted, device plugin paused)")
+    # an enable waiting for a reset, where the layout wants MIG off: the next layout change sets it back
+    check = _mig.host_check(listing(waiting), GOOD, "all-disabled", "gpu-1")
+    assert check["message"] == ("the GPUs do not hold layout 'all-disabled': GPU 0 holds MIG off (MIG on once the GPU is "
+                                "reset), its layout is MIG off")
+    assert check["remedy"].startswith("run upgrade_driver.yml")
+
+
+def test_the_host_check_fails_an_unreadable_node_and_a_layout_the_model_cannot_hold() -> None:
+    unread = {"mig_gpus": {"rc": 9, "stdout": "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver.",
+                           "stderr": ""}}
+    assert _mig.host_check(unread, GOOD, "all-disabled", "gpu-1")["remedy"] == "fix nvidia_smi_runs first"
+    big = config(big=[{"devices": "all", "mig-enabled": True, "mig-devices": {"7g.80gb": 2}}])
+    check = _mig.host_check(listing(TWO_OFF), big, "big", "gpu-1")
+    assert check["status"] == "fail" and "A100 80GB holds fewer instances: 2 x 7g.80gb (at most 1)" in check["message"]

@@ -5,6 +5,7 @@ import grp
 import os
 import pwd
 import socket
+from pathlib import Path
 from unittest import mock
 
 import pytest
@@ -13,6 +14,8 @@ from ansible_collections.gpufleet.node.plugins.module_utils._nvidia_parsers impo
 from ansible_collections.gpufleet.node.plugins.modules import gpu_node_read, nvidia_gpu_check
 
 from gpusim_helpers import build_profile
+
+FIXTURES = Path(__file__).resolve().parents[3] / "fixtures" / "nvidia"
 from module_runner import run_module
 from test_nvidia_gpu_check import FakeCommands, healthy_answers
 
@@ -116,6 +119,20 @@ def test_each_read_runs_its_own_program_and_keeps_its_result():
     assert read["apt_policy"]["stdout"] == "containerd:\n" and read["services"]["stdout"] == "Id=containerd.service\n"
     assert read["containerd_config_dump"]["stdout"] == "version = 2\n"
     assert len(commands.calls) == 7
+
+
+def test_the_mig_listing_is_what_the_mig_layout_role_reads():
+    lgi = (FIXTURES / "mig-lgi_80GB-class_2-GPUs-trimmed_mixed-profiles.txt").read_text()
+    commands = FakeCommands({
+        ("smi", "--query-gpu=index,name,pci.device_id,mig.mode.current,mig.mode.pending", "--format=csv,noheader"):
+            (0, "0, NVIDIA A100-SXM4-80GB, 0x20B210DE, Enabled, Enabled\n", ""),
+        ("smi", "mig", "-lgi"): (0, lgi, ""),
+        ("smi", "mig", "-lci"): (6, "No compute instances found.\n", ""),
+    })
+    read = run({"mig_listing": "smi"}, commands)["commands"]
+    assert list(read) == ["mig_gpus", "mig_gpu_instances", "mig_compute_instances"]
+    assert read["mig_gpu_instances"]["stdout"] == lgi and read["mig_compute_instances"]["rc"] == 6
+    assert "mig_gpus" not in run({}, FakeCommands({}))["commands"]
 
 
 def test_an_empty_config_path_dumps_containerds_default_configuration():
