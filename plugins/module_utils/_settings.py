@@ -16,6 +16,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import json
+import posixpath
 import re
 
 from ansible.module_utils.parsing.convert_bool import boolean
@@ -298,6 +299,13 @@ def containerd_nvidia(s, facts, context):
         out.append("containerd_nvidia_runtime_binary and containerd_nvidia_config_path must be absolute paths without "
                    "spaces (config path ending in .toml); got containerd_nvidia_runtime_binary='%s', "
                    "containerd_nvidia_config_path='%s'." % (_text(binary), _text(config_path)))
+    dropin = s['containerd_nvidia_config_dropin']
+    if s['containerd_nvidia_config_layout'] == 'drop-in' and not (
+            _matches(re.compile(r'^/[^\s]+/[^\s/]+\.toml$'), dropin) and isinstance(config_path, str)
+            and posixpath.dirname(dropin) != posixpath.dirname(config_path)):
+        out.append("containerd_nvidia_config_dropin must be an absolute path without spaces ending in .toml, in a "
+                   "directory of its own: config.toml imports every .toml file of that directory; got '%s' (config: "
+                   "'%s')." % (_text(dropin), _text(config_path)))
     out += _containerd_runtime_problems(s)
     out += _containerd_config_problems(s)
     return out

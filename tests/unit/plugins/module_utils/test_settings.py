@@ -252,6 +252,10 @@ def test_containerd_versions_without_revision_or_of_another_major_fail(version, 
     ({'containerd_nvidia_cri_settings': {'sandbox_image': 'pause:3.9'}}, ["got keys [\"sandbox_image\"]"]),
     ({'containerd_nvidia_config_extra': {'version': 2}}, ['must not set \'version\'', 'plugins."io.containerd.grpc.v1.cri".containerd']),
     ({'containerd_nvidia_restart_timeout': 2}, ['between 5 and 600 seconds; got 2']),
+    ({'containerd_nvidia_config_dropin': '/etc/containerd/99-nvidia.toml'},
+     ["containerd_nvidia_config_dropin must be", "in a directory of its own", "got '/etc/containerd/99-nvidia.toml'"]),
+    ({'containerd_nvidia_config_dropin': 'conf.d/99-nvidia.toml'}, ["got 'conf.d/99-nvidia.toml'"]),
+    ({'containerd_nvidia_config_dropin': '/etc/containerd/conf.d/99-nvidia.conf'}, ["ending in .toml"]),
     ({'containerd_nvidia_repo_enabled': True, 'containerd_nvidia_repo_url': 'ftp://m.example/d',
       'containerd_nvidia_repo_key_fingerprint': '9DC8 5822 9FC7 DD38 854A E2D8 8D81 803C 0EBF CD88'},
      ["got containerd_nvidia_repo_url='ftp://m.example/d'"]),
@@ -259,6 +263,11 @@ def test_containerd_versions_without_revision_or_of_another_major_fail(version, 
 def test_containerd_rules(changes, words):
     message = one_problem('containerd_nvidia', **changes)
     assert all(word in message for word in words), message
+
+
+def test_the_whole_layout_needs_no_drop_in_path():
+    assert problems_of('containerd_nvidia', containerd_nvidia_config_layout='whole',
+                       containerd_nvidia_config_dropin='/etc/containerd/99-nvidia.toml') == []
 
 
 def test_a_containerd_repository_needs_its_key_pinned():
