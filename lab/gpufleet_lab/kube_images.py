@@ -33,6 +33,11 @@ NODE_PACKAGES: tuple[str, ...] = ("containerd", "iptables", "containernetworking
 PAUSE_IMAGE = "gpufleet-lab/pause:3.4"
 DEVICE_PLUGIN_IMAGE = "gpufleet-lab/device-plugin-sim:0.1.0"
 SMOKE_IMAGE = "gpufleet-lab/gpu-smoke:0.1.0"
+NVIDIA_PLUGIN_REPOSITORY = "gpufleet-lab/k8s-device-plugin"
+NVIDIA_PLUGIN_PROGRAMS = ("nvidia-device-plugin", "config-manager")
+# As NVIDIA's deployments/container/Dockerfile (v0.17.1 and v0.20.0) sets them.
+NVIDIA_PLUGIN_CHANGES = ['ENV NVIDIA_DISABLE_REQUIRE=true', 'ENV NVIDIA_VISIBLE_DEVICES=all',
+                         'ENV NVIDIA_DRIVER_CAPABILITIES=compute,utility', 'ENTRYPOINT ["nvidia-device-plugin"]', 'CMD []']
 PLUGIN_PACKAGES: tuple[str, ...] = (
     "python3-grpcio", "python3-protobuf", "python3-grpc-tools", "python3-pkg-resources", "python3-yaml",
 )
@@ -172,6 +177,24 @@ def _plugin_image(settings: LabSettings, bin_dir: Path) -> str:
             *(f"ENV {variable}" for variable in PLUGIN_ENV),
         ])
     return key
+
+
+def nvidia_plugin_image(settings: LabSettings, version: str) -> str:
+    """NVIDIA's device plugin ``version`` (built from its source by ``make nvidia-builds``) as an image laid out as
+    NVIDIA's own: its programs in /usr/bin, NVIDIA's environment and entrypoint, on the lab's Debian base instead of
+    NVIDIA's distroless one (both give the programs glibc; the driver's libraries come from the container runtime)."""
+    bin_dir = REPO_ROOT / ".build" / "nvidia" / f"device-plugin-{version}" / "bin"
+    programs = {f"/usr/bin/{name}": (bin_dir / name).read_bytes() for name in NVIDIA_PLUGIN_PROGRAMS
+                if (bin_dir / name).is_file()}
+    if len(programs) != len(NVIDIA_PLUGIN_PROGRAMS):
+        raise LabError(f"NVIDIA's device plugin {version} is not built in {bin_dir}: run make nvidia-builds")
+    ref = f"{NVIDIA_PLUGIN_REPOSITORY}:v{version}"
+    key = content_key([_image_id(settings.base_image) or "", *NVIDIA_PLUGIN_CHANGES, *programs, *programs.values()])
+    if not _has_key(ref, key):
+        log(f"building {ref}")
+        _build_by_commit(settings.base_image, ref, key, "chmod 0755 " + " ".join(programs), programs,
+                         NVIDIA_PLUGIN_CHANGES)
+    return ref
 
 
 def smoke_image_changes() -> list[str]:

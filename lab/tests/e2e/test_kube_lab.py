@@ -24,6 +24,8 @@ from gpufleet_lab.inventory import write_inventory
 from gpufleet_lab.common import LabSettings
 from gpufleet_lab.node import NodeSpec, node_add, node_rm, other_labs
 
+from ansible_collections.gpufleet.node.plugins.module_utils import _gpu_node_join_manifests as manifests
+
 T = TypeVar("T")
 NS = "kube-system"
 VENV_BIN = Path(__file__).resolve().parents[3] / ".venv" / "bin"
@@ -349,6 +351,7 @@ def test_time_slicing_replicas_multiply_the_devices(lab_nodes: dict[str, NodeSpe
 
 REPO = Path(__file__).resolve().parents[3]
 NVIDIA_NODE = "gflab-nvidia"
+NVIDIA_PLUGIN_NAMESPACE = "gflab-nvidia-device-plugin"  # the lab's own plugin has the role's default namespace
 # Debian's driver packages a node with the driver needs for nvidia-smi and libcuda (the mirror's own versions)
 DRIVER_PACKAGES = ("nvidia-smi", "libnvidia-ml1", "libcuda1", "nvidia-alternative", "libnvidia-ptxjitcompiler1",
                    "libnvidia-pkcs11-openssl3", "nvidia-legacy-check")
@@ -364,8 +367,7 @@ def on_node(*argv: str) -> str:
 def install_nvidias_stack(tmp_path: Path) -> None:
     """Debian's driver user space from the lab's mirror, the simulated module loaded and NVIDIA's mock in the
     library's place (gpusim expose), NVIDIA's toolkit 1.20.0 packages (libnvidia-container: stand-ins) with
-    containerd's default runtime and the secure settings the collection sets, and NVIDIA's device plugin v0.20.0
-    with the volume-mounts strategy, run on the node as a process (its image is not built yet)."""
+    containerd's default runtime and the secure settings the collection sets."""
     mirror = yaml.safe_load((REPO / ".build" / "package-mirror" / "versions.yml").read_text())
     version = mirror["driver_package_version"]["current"]
     on_node("sh", "-ec", "cp /srv/gpufleet-package-mirror/gpgkey /etc/apt/keyrings/gpufleet-mirror.asc && echo "
@@ -388,11 +390,42 @@ def install_nvidias_stack(tmp_path: Path) -> None:
     on_node("nvidia-ctk", "config", "--in-place", "--set", "accept-nvidia-visible-devices-envvar-when-unprivileged=false",
             "--set", "accept-nvidia-visible-devices-as-volume-mounts=true")
     on_node("systemctl", "restart", "containerd")
-    plugin = REPO / ".build" / "nvidia" / "device-plugin-0.20.0" / "bin" / "nvidia-device-plugin"
-    subprocess.run(["docker", "cp", str(plugin), f"{NVIDIA_NODE}:/usr/local/bin/nvidia-device-plugin"], check=True)
-    subprocess.run(["docker", "exec", "-d", NVIDIA_NODE, "sh", "-c", "exec /usr/local/bin/nvidia-device-plugin "
-                    "--device-list-strategy volume-mounts --fail-on-init-error=true > /var/log/nvidia-device-plugin.log 2>&1"],
-                   check=True)
+
+
+def role_manifest_settings(**overrides: Any) -> dict[str, Any]:
+    """gpu_node_join's manifest settings at the role's own defaults (what a user gets), each read from the variable
+    the role builds it from; ``overrides`` for what the role derives with Jinja (the image)."""
+    role = REPO / "roles" / "gpu_node_join"
+    values = {**yaml.safe_load((role / "defaults" / "main.yml").read_text()),
+              **yaml.safe_load((role / "vars" / "main.yml").read_text())}
+    settings = {key: values[re.match(r"\{\{\s*([a-z_]+)", template).group(1)]
+                for key, template in values["__gpu_node_join_manifest_settings"].items()}
+    return {**settings, **overrides}
+
+
+def deploy_nvidias_plugin(lab: LabSettings, core: Any, apps: Any) -> dict[str, Any]:
+    """NVIDIA's device plugin v0.20.0 from an image, through the objects gpu_node_join applies (its Python renders
+    them, at the role's defaults but the namespace: the volume-mounts strategy, SYS_ADMIN the one capability added).
+    The image is imported into the node's containerd as a registry mirror would serve it. Returns the DaemonSet."""
+    image = kube_images.nvidia_plugin_image(lab, "0.20.0")
+    saved = subprocess.run(["docker", "save", image], capture_output=True, check=True).stdout
+    subprocess.run(["docker", "exec", "-i", NVIDIA_NODE, "ctr", "-n", "k8s.io", "images", "import", "-"],
+                   input=saved, capture_output=True, check=True)
+    settings = role_manifest_settings(image=image, pull_policy="Never", namespace=NVIDIA_PLUGIN_NAMESPACE)
+    target = {"dir": "/var/lib/kubelet/device-plugins", "slug": "var-lib-kubelet-device-plugins"}
+    core.patch_node(NVIDIA_NODE, {"metadata": {"labels": {
+        **settings["pool_labels"], f"{settings['label_prefix']}/device-plugin-dir": target["slug"]}}})
+    namespace, config_map, daemonset = manifests.cluster_objects(
+        [target], manifests.device_plugin_config(settings), settings)
+    core.create_namespace(namespace)
+    core.create_namespaced_config_map(settings["namespace"], config_map)
+    return apps.create_namespaced_daemon_set(settings["namespace"], daemonset).to_dict()
+
+
+def plugin_pod_log(core: Any, namespace: str) -> str:
+    pods = core.list_namespaced_pod(namespace, field_selector=f"spec.nodeName={NVIDIA_NODE}").items
+    running = [pod for pod in pods if pod.status.phase == "Running"]
+    return core.read_namespaced_pod_log(running[0].metadata.name, namespace) if running else ""
 
 
 def run_pod(core: Any, name: str, gpus: int, env: dict[str, str] | None = None) -> tuple[Any, str]:
@@ -417,14 +450,23 @@ def allocated_device_ids(pod_uid: str) -> list[str]:
 
 
 def test_nvidias_plugin_and_toolkit_give_a_pod_exactly_its_gpus(lab_up: LabSettings, k8s: Any, tmp_path: Path) -> None:
-    """NVIDIA's code above the SIMULATED GPU and module: the device plugin on the mock NVML, the toolkit's runtime
-    (jit-cdi) injecting the driver's nvidia-smi and the mock, the real nvidia-smi in the pod."""
-    core = k8s[0]
+    """NVIDIA's code above the SIMULATED GPU and module: the device plugin from its image, in the DaemonSet the
+    collection renders, on the mock NVML that the toolkit's runtime (jit-cdi) injects into the plugin's own container
+    (unprivileged, SYS_ADMIN its one added capability); the driver's nvidia-smi and the mock injected into a pod; the
+    real nvidia-smi in the pod."""
+    core, apps = k8s
     node_add(NVIDIA_NODE, "h100x8", "/var/lib/kubelet", userspace="host")
+    namespace = NVIDIA_PLUGIN_NAMESPACE
     try:
         install_nvidias_stack(tmp_path)
-        wait(f"{NVIDIA_NODE} Allocatable nvidia.com/gpu == 8", lambda: allocatable_gpus(core, NVIDIA_NODE) == 8, timeout=120)
-        assert "Registered device plugin for 'nvidia.com/gpu' with Kubelet" in on_node("cat", "/var/log/nvidia-device-plugin.log")
+        daemonset = deploy_nvidias_plugin(lab_up, core, apps)
+        container = daemonset["spec"]["template"]["spec"]["containers"][0]
+        assert container["security_context"]["capabilities"] == {"add": ["SYS_ADMIN"], "drop": ["ALL"]}
+        wait(f"{NVIDIA_NODE} Allocatable nvidia.com/gpu == 8", lambda: allocatable_gpus(core, NVIDIA_NODE) == 8, timeout=180)
+        # NVIDIA's plugin's own words, from its pod: it read the role's config.yaml and found the mock's GPUs by NVML
+        log = plugin_pod_log(core, namespace)
+        assert "Registered device plugin for 'nvidia.com/gpu' with Kubelet" in log, log
+        assert "Running with config" in log and '"volume-mounts"' in log, log
         pod, log = run_pod(core, "nvidia-two", 2)
         assert pod.status.phase == "Succeeded", log
         uuids = GPU_LINE.findall(log)
@@ -442,6 +484,10 @@ def test_nvidias_plugin_and_toolkit_give_a_pod_exactly_its_gpus(lab_up: LabSetti
                 core.delete_namespaced_pod(name, "default", grace_period_seconds=0)
             except ApiException:
                 pass
+        try:
+            core.delete_namespace(namespace)
+        except ApiException:
+            pass
         node_rm(NVIDIA_NODE)
 
 
