@@ -13,6 +13,7 @@ import re
 import subprocess
 import sys
 import time
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, TypeVar
 
@@ -106,8 +107,8 @@ def smoke_pod(name: str, gpus: int) -> dict[str, Any]:
     }
 
 
-def allocatable_gpus(core: Any, node_name: str) -> int | None:
-    value = (core.read_node(node_name).status.allocatable or {}).get("nvidia.com/gpu")
+def allocatable_gpus(core: Any, node_name: str, resource: str = "nvidia.com/gpu") -> int | None:
+    value = (core.read_node(node_name).status.allocatable or {}).get(resource)
     return None if value is None else int(value)
 
 
@@ -403,35 +404,59 @@ def role_manifest_settings(**overrides: Any) -> dict[str, Any]:
     return {**settings, **overrides}
 
 
+def nvidias_plugin_objects(image: str, **overrides: Any) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The role's settings for NVIDIA's plugin image in the test's namespace, and the objects gpu_node_join renders
+    from them (its Python): Namespace, ConfigMap, DaemonSet."""
+    settings = role_manifest_settings(image=image, pull_policy="Never", namespace=NVIDIA_PLUGIN_NAMESPACE, **overrides)
+    target = {"dir": "/var/lib/kubelet/device-plugins", "slug": "var-lib-kubelet-device-plugins"}
+    return settings, manifests.cluster_objects([target], manifests.device_plugin_config(settings), settings)
+
+
 def deploy_nvidias_plugin(lab: LabSettings, core: Any, apps: Any) -> dict[str, Any]:
-    """NVIDIA's device plugin v0.20.0 from an image, through the objects gpu_node_join applies (its Python renders
-    them, at the role's defaults but the namespace: the volume-mounts strategy, SYS_ADMIN the one capability added).
-    The image is imported into the node's containerd as a registry mirror would serve it. Returns the DaemonSet."""
+    """NVIDIA's device plugin v0.20.0 from an image, through the objects gpu_node_join applies, at the role's defaults
+    but the namespace: the volume-mounts strategy, SYS_ADMIN the one capability added. The image is imported into the
+    node's containerd as a registry mirror would serve it. Returns the DaemonSet."""
     image = kube_images.nvidia_plugin_image(lab, "0.20.0")
     saved = subprocess.run(["docker", "save", image], capture_output=True, check=True).stdout
     subprocess.run(["docker", "exec", "-i", NVIDIA_NODE, "ctr", "-n", "k8s.io", "images", "import", "-"],
                    input=saved, capture_output=True, check=True)
-    settings = role_manifest_settings(image=image, pull_policy="Never", namespace=NVIDIA_PLUGIN_NAMESPACE)
-    target = {"dir": "/var/lib/kubelet/device-plugins", "slug": "var-lib-kubelet-device-plugins"}
+    settings, (namespace, config_map, daemonset) = nvidias_plugin_objects(image)
+    slug = daemonset["spec"]["template"]["metadata"]["labels"][f"{settings['label_prefix']}/device-plugin-dir"]
     core.patch_node(NVIDIA_NODE, {"metadata": {"labels": {
-        **settings["pool_labels"], f"{settings['label_prefix']}/device-plugin-dir": target["slug"]}}})
-    namespace, config_map, daemonset = manifests.cluster_objects(
-        [target], manifests.device_plugin_config(settings), settings)
+        **settings["pool_labels"], f"{settings['label_prefix']}/device-plugin-dir": slug}}})
     core.create_namespace(namespace)
-    core.create_namespaced_config_map(settings["namespace"], config_map)
-    return apps.create_namespaced_daemon_set(settings["namespace"], daemonset).to_dict()
+    core.create_namespaced_config_map(NVIDIA_PLUGIN_NAMESPACE, config_map)
+    return apps.create_namespaced_daemon_set(NVIDIA_PLUGIN_NAMESPACE, daemonset).to_dict()
 
 
-def plugin_pod_log(core: Any, namespace: str) -> str:
+def reconfigure_nvidias_plugin(lab: LabSettings, core: Any, apps: Any, **overrides: Any) -> None:
+    """The role's objects for other settings, replaced as the role applies them: the configuration's hash in the
+    DaemonSet's pod template rolls the plugin."""
+    image = kube_images.nvidia_plugin_image(lab, "0.20.0")
+    config_map, daemonset = nvidias_plugin_objects(image, **overrides)[1][1:]
+    core.replace_namespaced_config_map(config_map["metadata"]["name"], NVIDIA_PLUGIN_NAMESPACE, config_map)
+    apps.replace_namespaced_daemon_set(daemonset["metadata"]["name"], NVIDIA_PLUGIN_NAMESPACE, daemonset)
+
+
+def settled_plugin_log(core: Any, namespace: str, words: str) -> str | None:
+    """The log of the node's one plugin pod once it has been Ready for 15 s (gpu_node_join's rule for a plugin that
+    counts: a replaced or restarting plugin is Ready for a moment) and has logged ``words``; None before."""
     pods = core.list_namespaced_pod(namespace, field_selector=f"spec.nodeName={NVIDIA_NODE}").items
-    running = [pod for pod in pods if pod.status.phase == "Running"]
-    return core.read_namespaced_pod_log(running[0].metadata.name, namespace) if running else ""
+    if len(pods) != 1 or pods[0].metadata.deletion_timestamp:
+        return None
+    ready = [c for c in pods[0].status.conditions or [] if c.type == "Ready" and c.status == "True"]
+    if not ready or (datetime.now(timezone.utc) - ready[0].last_transition_time).total_seconds() < 15:
+        return None
+    log = core.read_namespaced_pod_log(pods[0].metadata.name, namespace)
+    return log if words in log else None
 
 
-def run_pod(core: Any, name: str, gpus: int, env: dict[str, str] | None = None) -> tuple[Any, str]:
+def run_pod(core: Any, name: str, gpus: int, env: dict[str, str] | None = None,
+            resource: str = "nvidia.com/gpu") -> tuple[Any, str]:
     pod = smoke_pod(name, gpus)
     container = pod["spec"]["containers"][0]
     container["args"] = ["ls /dev/nvidia* 2>&1; nvidia-smi -L"]
+    container["resources"] = {"limits": {resource: str(gpus)}}
     if not gpus:
         del container["resources"]
     container["env"] = [{"name": key, "value": value} for key, value in (env or {}).items()]
@@ -439,7 +464,10 @@ def run_pod(core: Any, name: str, gpus: int, env: dict[str, str] | None = None) 
     core.create_namespaced_pod("default", pod)
     done = wait(f"{name} finished", lambda: (p := core.read_namespaced_pod(name, "default")).status.phase
                 in ("Succeeded", "Failed") and p, timeout=120)
-    return done, core.read_namespaced_pod_log(name, "default")
+    try:
+        return done, core.read_namespaced_pod_log(name, "default")
+    except ApiException:  # refused at admission: it never ran
+        return done, ""
 
 
 def allocated_device_ids(pod_uid: str) -> list[str]:
@@ -462,13 +490,13 @@ def test_nvidias_plugin_and_toolkit_give_a_pod_exactly_its_gpus(lab_up: LabSetti
         daemonset = deploy_nvidias_plugin(lab_up, core, apps)
         container = daemonset["spec"]["template"]["spec"]["containers"][0]
         assert container["security_context"]["capabilities"] == {"add": ["SYS_ADMIN"], "drop": ["ALL"]}
-        wait(f"{NVIDIA_NODE} Allocatable nvidia.com/gpu == 8", lambda: allocatable_gpus(core, NVIDIA_NODE) == 8, timeout=180)
         # NVIDIA's plugin's own words, from its pod: it read the role's config.yaml and found the mock's GPUs by NVML
-        log = plugin_pod_log(core, namespace)
-        assert "Registered device plugin for 'nvidia.com/gpu' with Kubelet" in log, log
+        log = wait("NVIDIA's plugin registered", lambda: settled_plugin_log(
+            core, namespace, "Registered device plugin for 'nvidia.com/gpu' with Kubelet"), timeout=180)
         assert "Running with config" in log and '"volume-mounts"' in log, log
+        wait(f"{NVIDIA_NODE} Allocatable nvidia.com/gpu == 8", lambda: allocatable_gpus(core, NVIDIA_NODE) == 8, timeout=60)
         pod, log = run_pod(core, "nvidia-two", 2)
-        assert pod.status.phase == "Succeeded", log
+        assert pod.status.phase == "Succeeded", (pod.status, log)
         uuids = GPU_LINE.findall(log)
         profile_uuids = {gpu.uuid for gpu in gpuprofiles.find_profile("h100x8").gpus}
         assert len(uuids) == 2 and set(uuids) <= profile_uuids, log
@@ -478,8 +506,21 @@ def test_nvidias_plugin_and_toolkit_give_a_pod_exactly_its_gpus(lab_up: LabSetti
         pod, log = run_pod(core, "nvidia-sneaky", 0, {"NVIDIA_VISIBLE_DEVICES": "all"})
         assert pod.status.phase == "Failed" and "nvidia-smi: not found" in log, log
         assert "No such file or directory" in log and not GPU_LINE.search(log), log
+        # The role's time-slicing settings, read by NVIDIA's plugin: two pods per GPU, shared GPUs named as shared,
+        # and no pod given two slices of what may be one GPU.
+        reconfigure_nvidias_plugin(lab_up, core, apps, time_slicing_replicas=2, time_slicing_rename_by_default=True,
+                                   time_slicing_fail_requests_greater_than_one=True)
+        log = wait("NVIDIA's plugin with the time-slicing configuration", lambda: settled_plugin_log(
+            core, namespace, '"renameByDefault": true'), timeout=180)
+        assert "Registered device plugin for 'nvidia.com/gpu.shared' with Kubelet" in log, log
+        wait("nvidia.com/gpu.shared == 16", lambda: allocatable_gpus(core, NVIDIA_NODE, "nvidia.com/gpu.shared") == 16, timeout=60)
+        pod, log = run_pod(core, "nvidia-shared-one", 1, resource="nvidia.com/gpu.shared")
+        assert pod.status.phase == "Succeeded" and len(GPU_LINE.findall(log)) == 1, (pod.status, log)
+        pod = run_pod(core, "nvidia-shared-two", 2, resource="nvidia.com/gpu.shared")[0]
+        assert pod.status.phase == "Failed", pod.status
+        assert "maximum request size for shared resources is 1; found 2" in (pod.status.message or ""), pod.status
     finally:
-        for name in ("nvidia-two", "nvidia-sneaky"):
+        for name in ("nvidia-two", "nvidia-sneaky", "nvidia-shared-one", "nvidia-shared-two"):
             try:
                 core.delete_namespaced_pod(name, "default", grace_period_seconds=0)
             except ApiException:
