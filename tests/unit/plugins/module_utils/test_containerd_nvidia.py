@@ -4,13 +4,17 @@ and whether verify.yml may judge that read."""
 from __future__ import annotations
 
 import tomllib
+from pathlib import Path
 
 import pytest
+import yaml
 
 from ansible_collections.gpufleet.node.plugins.filter.runtime_layer import FilterModule
 from ansible_collections.gpufleet.node.plugins.module_utils._containerd_nvidia import (
-    config_document, config_files, host_found, upstream_version,
+    WHOLE_FILE_MARK, config_document, config_files, host_found, upstream_version,
 )
+
+ROLE_VARS = yaml.safe_load((Path(__file__).resolve().parents[4] / "roles/containerd_nvidia/vars/main.yml").read_text())
 
 SETTINGS = {"version": "1.7.24~ds1-1", "mode": "default", "runtime_name": "nvidia",
             "runtime_binary": "/usr/bin/nvidia-container-runtime", "privileged_without_host_devices": False,
@@ -207,6 +211,12 @@ def test_a_runtime_of_the_roles_name_leaves_config_toml() -> None:
     site = 'version = 2\nimports = ["/etc/containerd/conf.d/*.toml"]\n[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.nvidia]\nruntime_type = "x"\n'
     main = tomllib.loads(config_files(site, _dropin_wanted())["config"])
     assert main["plugins"][V1_CRI]["containerd"]["runtimes"] == {}
+
+
+def test_the_roles_whole_file_carries_the_mark_the_drop_in_layout_recognises() -> None:
+    # The whole file's comments live in the role's vars: without the mark, a node moving to the drop-in layout would
+    # keep the old whole file as the site's, its nvidia runtime dropped but everything else kept.
+    assert any(WHOLE_FILE_MARK in line for line in ROLE_VARS["__containerd_nvidia_config_wanted"]["comments"])
 
 
 @pytest.mark.parametrize("site", ["", "   \n", CONFIG])
