@@ -40,4 +40,10 @@ class FilterModule(object):
             'gpu_node_join_other_stacks': judge.other_stacks,
             'gpu_node_join_cluster_differences': judge.cluster_differences,
             'gpu_node_join_objects_to_apply': judge.objects_to_apply,
+            'gpu_node_join_config_disagreements': judge.config_disagreements,
+            'gpu_node_join_config_selections': judge.config_selections,
+            'gpu_node_join_changed_configs': judge.changed_configs,
+            'gpu_node_join_rolling_changes': judge.rolling_changes,
+            'gpu_node_join_outside_selections': judge.outside_selections,
+            'gpu_node_join_plugin_restart': judge.plugin_restart,
         }

@@ -20,11 +20,20 @@ def gpu_node_join_diagnosis(pods_read, node_read, log_read, plugin_current, wait
     return manifests.diagnosis(pods_read['resources'], nodes[0], log_lines, plugin_current, waited, settings)
 
 
+def gpu_node_join_config_manager_access(namespace):
+    """The identity of NVIDIA's config-manager in the plugin's pods in ``namespace``: its ServiceAccount, ClusterRole
+    and ClusterRoleBinding."""
+    return manifests.config_manager_access({'namespace': namespace})
+
+
 class FilterModule(object):
     def filters(self):
         return {
             'gpu_node_join_device_plugin_config': manifests.device_plugin_config,
             'gpu_node_join_smoke_pod': manifests.smoke_pod,
             'gpu_node_join_cluster_objects': manifests.cluster_objects,
+            'gpu_node_join_config_map_data': manifests.config_map_data,
+            'gpu_node_join_shared_config': manifests.shared_config,
+            'gpu_node_join_config_manager_access': gpu_node_join_config_manager_access,
             'gpu_node_join_diagnosis': gpu_node_join_diagnosis,
         }

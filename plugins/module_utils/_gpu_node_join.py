@@ -19,6 +19,7 @@ import re
 
 from ansible_collections.gpufleet.node.plugins.module_utils._cmdline import cmdline_flag
 from ansible_collections.gpufleet.node.plugins.module_utils._coexistence import operator_node_labels, other_gpu_daemonsets
+from ansible_collections.gpufleet.node.plugins.module_utils._gpu_node_join_manifests import CONFIG_LABEL, shared_config_key
 
 # NVIDIA's defaults of the toolkit's settings that decide which device lists the runtime honours.
 TOOLKIT_DEFAULTS = {'envvar': 'true', 'mounts': 'false', 'mode': 'auto'}
@@ -346,6 +347,7 @@ def _label_and_taint_checks(node, settings):
     checks.append(_check('onboarding_taint_absent', 'kubernetes', not gated, 'the onboarding taint %s%s' % (
         onboarding, ' is still set: onboarding did not finish' if gated else ' is absent'),
         'fix the first failing check, then %s; it removes the taint once every check passes' % ONBOARD))
+    checks += _plugin_config_checks(labels, settings.get('plugin_config'))
     prefix = settings['label_prefix']
     unhealthy = labels.get(prefix + '/gpu-health') == 'unhealthy'
     checks.append(_check('self_check_healthy', 'kubernetes', not unhealthy,
@@ -354,6 +356,21 @@ def _label_and_taint_checks(node, settings):
                          if unhealthy else 'the node\'s self-check does not report it unhealthy',
                          'the host layer\'s failed checks say what broke'))
     return checks
+
+
+def _config_named(name):
+    return "configuration '%s'" % name if name else 'the shared configuration'
+
+
+def _plugin_config_checks(labels, wanted):
+    """With named configurations (``wanted`` is not None): whether the Node selects the plugin configuration it must."""
+    if wanted is None:
+        return []
+    selected = labels.get(CONFIG_LABEL, '')
+    message = 'the Node selects %s of the device plugin' % _config_named(selected)
+    if selected != wanted:
+        message += ', not %s (label %s)' % (_config_named(wanted), CONFIG_LABEL)
+    return [_check('plugin_config', 'kubernetes', selected == wanted, message, ONBOARD)]
 
 
 def kubernetes_checks(api_error, node, node_read, pods, plugin_current, expected, settings):
@@ -404,6 +421,80 @@ def settings_disagreements(keys, names, settings):
             out.append('%s: %s' % (key, ', '.join('%s on %s' % (value, ', '.join(hosts))
                                                   for value, hosts in hosts_by_value.items())))
     return out
+
+
+def config_disagreements(keys, names, config_names, settings):
+    """The per-configuration settings the play's hosts disagree on: hosts that select the same configuration of the
+    plugin (``config_names``: '' for the shared one) must agree on ``keys``. One line per configuration and setting."""
+    out = []
+    for config in sorted(set(config_names)):
+        members = [(name, host_settings) for name, config_name, host_settings in zip(names, config_names, settings)
+                   if config_name == config]
+        lines = settings_disagreements(keys, [member[0] for member in members], [member[1] for member in members])
+        label = "configuration '%s' (gpu_node_join_device_plugin_config)" % config if config else 'the shared configuration'
+        out += ['%s, %s' % (label, line) for line in lines]
+    return out
+
+
+def _config_label(node):
+    return _mapping(_mapping(_mapping(node).get('metadata')).get('labels')).get(CONFIG_LABEL, '')
+
+
+def config_selections(labelled_nodes, run_nodes):
+    """{Node name: configuration name} of the Nodes outside the run (not in ``run_nodes``) that select a named
+    configuration of the plugin by their C(nvidia.com/device-plugin.config) label."""
+    out = {}
+    for node in labelled_nodes or []:
+        name = _mapping(node.get('metadata')).get('name')
+        if name not in run_nodes and _config_label(node):
+            out[name] = _config_label(node)
+    return out
+
+
+def changed_configs(live_data, data, settings):
+    """The named configurations whose text this run adds or changes in the plugin's ConfigMap (the shared one, whose
+    hash is in the DaemonSet's pods, is not one of them)."""
+    live_data = live_data or {}
+    return sorted(name for name, text in data.items()
+                  if name != shared_config_key(settings) and live_data.get(name) != text)
+
+
+def _rolls_every_node(key, fields, live_data, data, settings):
+    stored = [field for field in fields if field not in ('labels', 'annotations')]
+    if key.startswith('ConfigMap/') and stored == ['data'] and settings['named_configs']:
+        shared = shared_config_key(settings)
+        return (live_data or {}).get(shared) != data.get(shared)
+    return bool(stored)
+
+
+def rolling_changes(differences, live_data, data, settings):
+    """The existing cluster-wide objects this run would change in a way that restarts the device plugin on every GPU
+    node ('Kind/name', sorted): a changed spec or handler, or changed data of the shared configuration. Labels and
+    annotations alone restart nothing; with named configurations, a named one's text restarts only the nodes that
+    select it."""
+    return sorted(key for key, fields in (differences or {}).items()
+                  if _rolls_every_node(key, fields, live_data, data, settings))
+
+
+def outside_selections(live_data, data, selections, settings):
+    """The named configurations this run changes that Nodes outside the run select (``selections``:
+    config_selections()), one line each: those nodes would run the old text until their plugin restarts, unchecked."""
+    out = []
+    for config in changed_configs(live_data, data, settings):
+        outside = sorted(node for node, name in (selections or {}).items() if name == config)
+        if outside and config in (live_data or {}):
+            out.append("the device plugin configuration '%s' is also selected by %s" % (config, ', '.join(outside)))
+    return out
+
+
+def plugin_restart(node, wanted, changed, settings):
+    """Whether the node's device plugin pod must restart for its configuration: it selects another configuration than
+    ``wanted`` ('' for the shared one) now, or this run changes the text of the one it selects (``changed``:
+    changed_configs()). config-manager follows a label alone, but only to a file the kubelet has already written into
+    the pod, which lags a changed ConfigMap by up to a minute; a new pod mounts the current one."""
+    if not settings['named_configs']:
+        return False
+    return _config_label(node) != wanted or (bool(wanted) and wanted in changed)
 
 
 def play_clusters(apis):

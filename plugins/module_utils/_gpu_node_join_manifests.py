@@ -25,6 +25,17 @@ CONFIG_DIR = '/etc/nvidia-device-plugin'
 PLUGIN_SOCKET_DIR = '/var/lib/kubelet/device-plugins'
 CDI_ROOT = '/var/run/cdi'
 NO_RUNTIME_CLASS = 'none (default runtime)'
+# The ConfigMap's one key without named configurations.
+SINGLE_CONFIG_KEY = 'config.yaml'
+# With named configurations (NVIDIA's config-manager, as NVIDIA's chart and the GPU Operator deploy it): the node label
+# that selects a configuration, the key of the configuration of nodes without it, where the ConfigMap is mounted and
+# where config-manager links the selected configuration for the plugin.
+CONFIG_LABEL = 'nvidia.com/device-plugin.config'
+DEFAULT_CONFIG = 'default'
+AVAILABLE_CONFIGS_DIR = '/available-configs'
+SELECTED_CONFIG_DIR = '/config'
+CONFIG_MANAGER = 'nvidia-device-plugin-config-manager'
+SERVICE_ACCOUNT_DIR = '/var/run/secrets/kubernetes.io/serviceaccount'
 
 
 def _yaml_bool(value):
@@ -46,8 +57,8 @@ def time_slicing(settings):
 
 
 def device_plugin_config(settings):
-    """The text of the plugin's config.yaml. Its sha256 is in the DaemonSet's pod annotation, so a change of a single
-    byte rolls every plugin pod of the fleet."""
+    """The text of the plugin's configuration for ``settings``. The sha256 of the configuration every node shares is in
+    the DaemonSet's pod annotation, so a change of a single byte of it rolls every plugin pod of the fleet."""
     lines = [
         '# NVIDIA device plugin configuration, managed by gpufleet.node.gpu_node_join.',
         'version: v1',
@@ -74,6 +85,41 @@ def device_plugin_config(settings):
 def config_sha256(config_text):
     """The sha256 of the plugin's configuration text, as the DaemonSet's pod annotation carries it."""
     return hashlib.sha256(config_text.encode('utf-8')).hexdigest()
+
+
+def shared_config(settings):
+    """The configuration of the nodes that select no named one: with named configurations, always one without
+    time-slicing (a node shares its GPUs only through a named configuration), so that every host knows the shared
+    configuration, and its hash in the DaemonSet's pods, from the settings the fleet agrees on."""
+    if not settings['named_configs']:
+        return device_plugin_config(settings)
+    unshared = dict(settings)
+    unshared.update(time_slicing_replicas=0, time_slicing_rename_by_default=False,
+                    time_slicing_fail_requests_greater_than_one=False)
+    return device_plugin_config(unshared)
+
+
+def shared_config_key(settings):
+    """The ConfigMap's key of the configuration of nodes without a named one (every node without named
+    configurations)."""
+    return DEFAULT_CONFIG if settings['named_configs'] else SINGLE_CONFIG_KEY
+
+
+def config_map_data(texts, live_data, selections, settings):
+    """The ConfigMap's data: the configuration texts of the run's hosts (``texts``: {name: text}, '' for the shared
+    one) over what the cluster has (``live_data``).
+
+    Without named configurations, the one shared configuration. With them, the shared one under C(default)
+    (shared_config()), the run's named ones, and those of the cluster that a Node outside the run selects
+    (``selections``: {Node: name}): a run limited to some nodes keeps the other nodes' configurations, and one that
+    no Node selects any more goes."""
+    if not settings['named_configs']:
+        return {SINGLE_CONFIG_KEY: shared_config(settings)}
+    in_use = set((selections or {}).values())
+    data = dict((name, text) for name, text in (live_data or {}).items() if name in in_use)
+    data.update((name, text) for name, text in texts.items() if name)
+    data[DEFAULT_CONFIG] = shared_config(settings)
+    return data
 
 
 def _toleration(taint):
@@ -130,9 +176,14 @@ def smoke_pod(name, node_name, resource, settings):
     }
 
 
+def _config_file(settings):
+    """Where the plugin reads its configuration: the ConfigMap's one key, or what config-manager links."""
+    return (SELECTED_CONFIG_DIR if settings['named_configs'] else CONFIG_DIR) + '/config.yaml'
+
+
 def _plugin_env(settings):
     env = [
-        {'name': 'CONFIG_FILE', 'value': CONFIG_DIR + '/config.yaml'},
+        {'name': 'CONFIG_FILE', 'value': _config_file(settings)},
         # The plugin reaches NVML through the GPUs the container runtime injects into its own container.
         {'name': 'NVIDIA_VISIBLE_DEVICES', 'value': 'all'},
         {'name': 'NVIDIA_DRIVER_CAPABILITIES', 'value': 'compute,utility'},
@@ -147,11 +198,15 @@ def _cdi_annotations(settings):
     return settings['device_list_strategy'] == 'cdi-annotations'
 
 
+def _config_mounts(settings):
+    if not settings['named_configs']:
+        return [{'name': 'config', 'mountPath': CONFIG_DIR, 'readOnly': True}]
+    return [{'name': 'available-configs', 'mountPath': AVAILABLE_CONFIGS_DIR, 'readOnly': True},
+            {'name': 'selected-config', 'mountPath': SELECTED_CONFIG_DIR}]
+
+
 def _plugin_volume_mounts(settings):
-    mounts = [
-        {'name': 'device-plugins', 'mountPath': PLUGIN_SOCKET_DIR},
-        {'name': 'config', 'mountPath': CONFIG_DIR, 'readOnly': True},
-    ]
+    mounts = [{'name': 'device-plugins', 'mountPath': PLUGIN_SOCKET_DIR}] + _config_mounts(settings)
     if _cdi_annotations(settings):
         mounts.append({'name': 'cdi-root', 'mountPath': CDI_ROOT})
     mounts += [{'name': str(volume['name']), 'mountPath': str(volume['mount_path']), 'readOnly': True}
@@ -159,11 +214,27 @@ def _plugin_volume_mounts(settings):
     return mounts
 
 
+def _service_account_token_volume():
+    """The ServiceAccount's token, the API's CA and the namespace, as the kubelet mounts them when it mounts a token:
+    here only config-manager's containers mount them."""
+    return {'name': 'config-manager-token', 'projected': {'sources': [
+        {'serviceAccountToken': {'path': 'token', 'expirationSeconds': 3607}},
+        {'configMap': {'name': 'kube-root-ca.crt', 'items': [{'key': 'ca.crt', 'path': 'ca.crt'}]}},
+        {'downwardAPI': {'items': [{'path': 'namespace', 'fieldRef': {'fieldPath': 'metadata.namespace'}}]}},
+    ]}}
+
+
+def _config_volumes(settings):
+    if not settings['named_configs']:
+        return [{'name': 'config', 'configMap': {'name': settings['config_name']}}]
+    return [{'name': 'available-configs', 'configMap': {'name': settings['config_name']}},
+            {'name': 'selected-config', 'emptyDir': {}},
+            _service_account_token_volume()]
+
+
 def _plugin_volumes(plugin_dir, settings):
-    volumes = [
-        {'name': 'device-plugins', 'hostPath': {'path': str(plugin_dir), 'type': 'Directory'}},
-        {'name': 'config', 'configMap': {'name': settings['config_name']}},
-    ]
+    volumes = [{'name': 'device-plugins', 'hostPath': {'path': str(plugin_dir), 'type': 'Directory'}}]
+    volumes += _config_volumes(settings)
     if _cdi_annotations(settings):
         # The plugin writes the CDI spec of the devices it advertises here; the runtime resolves its annotations here.
         volumes.append({'name': 'cdi-root', 'hostPath': {'path': CDI_ROOT, 'type': 'DirectoryOrCreate'}})
@@ -185,6 +256,46 @@ def _plugin_container(settings):
         'securityContext': _restricted_security_context(capabilities_added),
         'resources': {'requests': {'cpu': '10m', 'memory': '32Mi'}, 'limits': {'memory': '256Mi'}},
         'volumeMounts': _plugin_volume_mounts(settings),
+    }
+
+
+def _config_manager_env(oneshot, settings):
+    """NVIDIA's config-manager, as NVIDIA's chart runs it: once before the plugin starts (``oneshot``), then beside it,
+    linking the configuration the node's label selects and sending the plugin SIGHUP when it changes."""
+    env = [
+        {'name': 'ONESHOT', 'value': _yaml_bool(oneshot)},
+        {'name': 'KUBECONFIG', 'value': ''},
+        {'name': 'NODE_NAME', 'valueFrom': {'fieldRef': {'fieldPath': 'spec.nodeName'}}},
+        {'name': 'NODE_LABEL', 'value': CONFIG_LABEL},
+        {'name': 'CONFIG_FILE_SRCDIR', 'value': AVAILABLE_CONFIGS_DIR},
+        {'name': 'CONFIG_FILE_DST', 'value': SELECTED_CONFIG_DIR + '/config.yaml'},
+        {'name': 'DEFAULT_CONFIG', 'value': DEFAULT_CONFIG},
+        {'name': 'FALLBACK_STRATEGIES', 'value': 'named'},
+        {'name': 'SEND_SIGNAL', 'value': _yaml_bool(not oneshot)},
+        {'name': 'SIGNAL', 'value': '1' if not oneshot else ''},  # SIGHUP: the plugin restarts with the new file
+        {'name': 'PROCESS_TO_SIGNAL', 'value': 'nvidia-device-plugin' if not oneshot else ''},
+        # it needs no GPU: the runtime injects none
+        {'name': 'NVIDIA_VISIBLE_DEVICES', 'value': 'void'},
+    ]
+    api_server = settings['config_manager_api_server']
+    if api_server:
+        host, port = api_server.rsplit(':', 1)
+        env += [{'name': 'KUBERNETES_SERVICE_HOST', 'value': host.strip('[]')},
+                {'name': 'KUBERNETES_SERVICE_PORT', 'value': port}]
+    return env
+
+
+def _config_manager_container(name, oneshot, settings):
+    return {
+        'name': name,
+        'image': str(settings['image']),
+        'imagePullPolicy': settings['pull_policy'],
+        'command': ['config-manager'],
+        'env': _config_manager_env(oneshot, settings),
+        'securityContext': _restricted_security_context(),
+        'resources': {'requests': {'cpu': '5m', 'memory': '16Mi'}, 'limits': {'memory': '64Mi'}},
+        'volumeMounts': _config_mounts(settings) + [
+            {'name': 'config-manager-token', 'mountPath': SERVICE_ACCOUNT_DIR, 'readOnly': True}],
     }
 
 
@@ -222,6 +333,14 @@ def daemonset(target, config_hash, settings):
         'containers': [_plugin_container(settings)],
         'volumes': _plugin_volumes(target['dir'], settings),
     })
+    if settings['named_configs']:
+        # config-manager signals the plugin across containers; its token is mounted into its own containers only
+        pod_spec.update({
+            'serviceAccountName': CONFIG_MANAGER,
+            'shareProcessNamespace': True,
+            'initContainers': [_config_manager_container('nvidia-device-plugin-init', True, settings)],
+        })
+        pod_spec['containers'].append(_config_manager_container('nvidia-device-plugin-sidecar', False, settings))
     labels = {'app.kubernetes.io/name': settings['app_label']}
     labels.update(MANAGED_BY)
     return {
@@ -258,20 +377,41 @@ def runtime_class(settings):
     }
 
 
-def config_map(config_text, settings):
-    """The ConfigMap that holds the plugin's config.yaml."""
+def config_map(data, settings):
+    """The ConfigMap that holds the plugin's configurations (config_map_data())."""
     metadata = {'name': settings['config_name'], 'namespace': settings['namespace'], 'labels': dict(MANAGED_BY)}
-    return {'apiVersion': 'v1', 'kind': 'ConfigMap', 'metadata': metadata, 'data': {'config.yaml': config_text}}
+    return {'apiVersion': 'v1', 'kind': 'ConfigMap', 'metadata': metadata, 'data': dict(data)}
 
 
-def cluster_objects(targets, config_text, settings):
+def config_manager_access(settings):
+    """config-manager's identity: a ServiceAccount that may read Nodes (its own node's label), nothing else."""
+    labels = dict(MANAGED_BY)
+    cluster_name = 'gpufleet:%s:%s' % (settings['namespace'], CONFIG_MANAGER)
+    return [
+        {'apiVersion': 'v1', 'kind': 'ServiceAccount', 'automountServiceAccountToken': False,
+         'metadata': {'name': CONFIG_MANAGER, 'namespace': settings['namespace'], 'labels': labels}},
+        {'apiVersion': 'rbac.authorization.k8s.io/v1', 'kind': 'ClusterRole',
+         'metadata': {'name': cluster_name, 'labels': labels},
+         'rules': [{'apiGroups': [''], 'resources': ['nodes'], 'verbs': ['get', 'list', 'watch']}]},
+        {'apiVersion': 'rbac.authorization.k8s.io/v1', 'kind': 'ClusterRoleBinding',
+         'metadata': {'name': cluster_name, 'labels': labels},
+         'roleRef': {'apiGroup': 'rbac.authorization.k8s.io', 'kind': 'ClusterRole', 'name': cluster_name},
+         'subjects': [{'kind': 'ServiceAccount', 'name': CONFIG_MANAGER, 'namespace': settings['namespace']}]},
+    ]
+
+
+def cluster_objects(targets, config_data, settings):
     """The plugin's cluster-wide objects, in the order they are applied: its namespace, the RuntimeClass (when the
-    role makes one), its configuration, and one DaemonSet per target (see daemonset)."""
+    role makes one), config-manager's identity (with named configurations), its configurations (``config_data``:
+    config_map_data()), and one DaemonSet per target (see daemonset), annotated with the shared configuration's
+    sha256."""
     objects = [namespace(settings)]
     if settings['runtime_class']:
         objects.append(runtime_class(settings))
-    objects.append(config_map(config_text, settings))
-    config_hash = config_sha256(config_text)
+    if settings['named_configs']:
+        objects += config_manager_access(settings)
+    objects.append(config_map(config_data, settings))
+    config_hash = config_sha256(config_data[shared_config_key(settings)])
     objects += [daemonset(target, config_hash, settings) for target in targets]
     return objects
 

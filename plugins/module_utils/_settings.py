@@ -393,6 +393,31 @@ def gpu_node_join(s, facts, context):
     out += _node_setting_problems(s)
     out += _tier_regex_problems(s['gpu_node_join_tiers'])
     out += _plugin_problems(s)
+    out += _named_config_problems(s)
+    return out
+
+
+def _named_config_problems(s):
+    name = s.get('gpu_node_join_device_plugin_config', '')
+    named = boolean(s.get('gpu_node_join_device_plugin_named_configs', False), strict=False)
+    api_server = _text(s.get('gpu_node_join_device_plugin_api_server', ''))
+    out = []
+    if name and not named:
+        out.append('gpu_node_join_device_plugin_config=%s needs gpu_node_join_device_plugin_named_configs=true for the whole '
+                   'GPU node group: without it the device plugin reads one configuration on every node, and no node '
+                   'label selects another.' % _text(name))
+    if named and not name and _whole(s['gpu_node_join_time_slicing_replicas']) > 0:
+        out.append('gpu_node_join_time_slicing_replicas=%s with gpu_node_join_device_plugin_named_configs=true needs '
+                   'gpu_node_join_device_plugin_config: with named configurations the shared configuration never '
+                   'shares GPUs, so that changing a group\'s sharing restarts only that group\'s plugin. Name the '
+                   'configuration of the nodes that share their GPUs.' % _text(s['gpu_node_join_time_slicing_replicas']))
+    if name and (name == 'default' or not _matches(LABEL_VALUE, _text(name))):
+        out.append("gpu_node_join_device_plugin_config=%s is not allowed: use '' (the shared configuration) or a name "
+                   "other than 'default' of at most 63 letters, digits, '-', '_' and '.', alphanumeric at both ends (it is "
+                   "a node label's value and a key of the plugin's ConfigMap)." % _text(name))
+    if api_server and not re.match(r'^([A-Za-z0-9.-]+|\[[0-9A-Fa-f:]+\]):[0-9]{1,5}$', api_server):
+        out.append('gpu_node_join_device_plugin_api_server=%s is not allowed: use HOST:PORT (an IPv6 address in '
+                   'brackets), or empty for the cluster\'s kubernetes Service.' % api_server)
     return out
 
 

@@ -30,6 +30,12 @@ options:
     type: list
     elements: str
     version_added: 0.4.0
+  node_label_selector:
+    description:
+      - Read the Nodes of this label selector instead, for example V(nvidia.com/device-plugin.config) (the Nodes that carry
+        the label).
+    type: str
+    version_added: 0.5.0
   namespace_names:
     description: Namespaces to read, by name; those the API knows are returned in RV(namespaces).
     type: list
@@ -80,7 +86,7 @@ EXAMPLES = r'''
 
 RETURN = r'''
 nodes:
-  description: Every Node, or the Nodes of O(node_names) the API knows.
+  description: Every Node, or the Nodes of O(node_names) the API knows, or those of O(node_label_selector).
   returned: success
   type: list
   elements: dict
@@ -123,7 +129,9 @@ def _named(api, path, names, timeout):
     return [item for item in found if item is not None]
 
 
-def _nodes(api, names, timeout):
+def _nodes(api, names, label_selector, timeout):
+    if label_selector:
+        return get(api, '/api/v1/nodes', timeout, {'labelSelector': label_selector})['items']
     if names is None:
         return get(api, '/api/v1/nodes', timeout)['items']
     return _named(api, '/api/v1/nodes', names, timeout)
@@ -147,7 +155,7 @@ def _daemonset_view(daemonset):
 def read_cluster(params):
     api = session(params['kubeconfig'], params['context'])
     timeout = params['request_timeout']
-    result = {'nodes': _nodes(api, params['node_names'], timeout)}
+    result = {'nodes': _nodes(api, params['node_names'], params['node_label_selector'], timeout)}
     if params['namespace_names'] is not None:
         result['namespaces'] = _named(api, '/api/v1/namespaces', params['namespace_names'], timeout)
     if params['pod_label_selector']:
@@ -167,6 +175,7 @@ def run_module():
             kubeconfig=dict(type='path', required=True, no_log=False),
             context=dict(type='str'),
             node_names=dict(type='list', elements='str'),
+            node_label_selector=dict(type='str'),
             namespace_names=dict(type='list', elements='str'),
             pod_namespace=dict(type='str'),
             pod_label_selector=dict(type='str'),
@@ -175,6 +184,7 @@ def run_module():
             request_timeout=dict(type='int', default=30),
         ),
         required_together=[('pod_namespace', 'pod_label_selector')],
+        mutually_exclusive=[('node_names', 'node_label_selector')],
         required_by={'pod_field_selector': 'pod_label_selector'},
         supports_check_mode=True,
     )

@@ -24,6 +24,8 @@ DOC = ROOT / "docs" / "access.md"
 ADMIN_PLAYBOOKS = {"playbooks/access.yml", "playbooks/quotas.yml"}
 PLUGIN_NS = "plugin-ns"
 RUNTIME_CLASS = "runtime-class"
+CONFIG_MANAGER = "nvidia-device-plugin-config-manager"
+CONFIG_MANAGER_ROLE = f"gpufleet:{PLUGIN_NS}:{CONFIG_MANAGER}"
 API_MODULES = ("kubernetes.core.", "gpufleet.node.gpu_cluster_read", "gpufleet.node.pods_remove")
 
 # kind: (API group, resource, namespaced)
@@ -35,6 +37,9 @@ KINDS = {
     "ConfigMap": ("", "configmaps", True),
     "DaemonSet": ("apps", "daemonsets", True),
     "PodDisruptionBudget": ("policy", "poddisruptionbudgets", True),
+    "ServiceAccount": ("", "serviceaccounts", True),
+    "ClusterRole": ("rbac.authorization.k8s.io", "clusterroles", False),
+    "ClusterRoleBinding": ("rbac.authorization.k8s.io", "clusterrolebindings", False),
 }
 
 
@@ -60,6 +65,12 @@ APPLIED = (
     + _calls("RuntimeClass", ("get", "patch"), name=RUNTIME_CLASS) + _calls("RuntimeClass", ("create",))
     + _calls("ConfigMap", ("get", "create", "patch"), "plugin")
     + _calls("DaemonSet", ("get", "create", "patch"), "plugin")
+    # config-manager's identity (named configurations), created by playbooks/access.yml: the role reads and applies it;
+    # RBAC lets an identity write a role, or bind one, only when it holds the role's rules itself
+    + _calls("ServiceAccount", ("get", "patch"), "plugin", name=CONFIG_MANAGER)
+    + _calls("ClusterRole", ("get", "patch"), name=CONFIG_MANAGER_ROLE)
+    + _calls("ClusterRoleBinding", ("get", "patch"), name=CONFIG_MANAGER_ROLE)
+    + _calls("Node", ("get", "list", "watch"))
 )
 TEMPLATED = {
     ("roles/gpu_node_join/tasks/cluster.yml", "Apply the device plugin's namespace, RuntimeClass, configuration and DaemonSets"): APPLIED,
@@ -110,6 +121,8 @@ def _k8s_log(args: dict[str, Any]) -> list[Call]:
 def _gpu_cluster_read(args: dict[str, Any]) -> list[Call]:
     names = args.get("node_names")
     calls = _calls("Node", ("list",)) if names is None else ([] if names == [] else _calls("Node", ("get",)))
+    if args.get("node_label_selector"):
+        calls += _calls("Node", ("list",))
     if args.get("namespace_names"):
         assert args["namespace_names"] == ["{{ gpu_node_join_device_plugin_namespace }}"], "another namespace read"
         calls += _calls("Namespace", ("get",), name=PLUGIN_NS)
@@ -172,7 +185,8 @@ def all_calls() -> dict[tuple[str, str], list[Call]]:
 @functools.lru_cache(maxsize=None)
 def rendered_objects() -> list[dict[str, Any]]:
     template = jinja2.Environment(undefined=jinja2.StrictUndefined).from_string(TEMPLATE.read_text())
-    access = {"name": "gpufleet-node", "namespace": PLUGIN_NS, "runtime_class_name": RUNTIME_CLASS}
+    access = {"name": "gpufleet-node", "namespace": PLUGIN_NS, "runtime_class_name": RUNTIME_CLASS,
+              "config_manager_account": CONFIG_MANAGER, "config_manager_role": CONFIG_MANAGER_ROLE}
     return yaml.safe_load(template.render(__access=access))
 
 
@@ -257,7 +271,8 @@ def _doc_rules() -> set[tuple[str, str, str, frozenset[str], str]]:
 
 
 def test_docs_list_the_same_rules() -> None:
-    names = {PLUGIN_NS: "the plugin namespace", RUNTIME_CLASS: "the RuntimeClass"}
+    names = {PLUGIN_NS: "the plugin namespace", RUNTIME_CLASS: "the RuntimeClass",
+             CONFIG_MANAGER: "config-manager's", CONFIG_MANAGER_ROLE: "config-manager's"}
     expected = {
         (kind, rule["apiGroups"][0], resource, frozenset(rule["verbs"]),
          ", ".join(names[name] for name in rule.get("resourceNames", [])) or "any")

@@ -42,6 +42,8 @@ def _settings(**overrides) -> dict:
         "pool_taint": DEFAULTS["gpu_node_join_pool_taint"],
         "onboarding_taint": DEFAULTS["gpu_node_join_onboarding_taint"],
         "smoke_test_image": DEFAULTS["gpu_node_join_smoke_test_image"],
+        "named_configs": DEFAULTS["gpu_node_join_device_plugin_named_configs"],
+        "config_manager_api_server": DEFAULTS["gpu_node_join_device_plugin_api_server"],
     }
     return {**settings, **overrides}
 
@@ -56,6 +58,7 @@ PLUGIN_CASES = {
     "volume_mounts": {},
     "cdi_annotations": {"device_list_strategy": "cdi-annotations"},
     "envvar_without_mig": {"device_list_strategy": "envvar"},
+    "named_configurations": {"named_configs": True},
 }
 
 
@@ -81,7 +84,7 @@ def test_the_device_plugin_needs_privileged_for_its_host_directory(case):
 
 
 def test_the_plugins_namespace_is_labelled_with_the_level_the_plugin_needs():
-    objects = manifests.cluster_objects([], "version: v1\n", _settings())
+    objects = manifests.cluster_objects([], {"config.yaml": "version: v1\n"}, _settings())
     namespace = next(item for item in objects if item["kind"] == "Namespace")
     assert namespace["metadata"]["labels"] == {
         "app.kubernetes.io/managed-by": "gpufleet.node",
@@ -89,3 +92,11 @@ def test_the_plugins_namespace_is_labelled_with_the_level_the_plugin_needs():
         "pod-security.kubernetes.io/audit": "privileged",
         "pod-security.kubernetes.io/warn": "privileged",
     }
+
+
+def test_config_manager_needs_no_more_than_restricted_bar_its_namespace():
+    """config-manager's containers add no capability, escalate no privilege and write only their emptyDir."""
+    spec = manifests.daemonset(PLUGIN, "0" * 64, _settings(named_configs=True))["spec"]["template"]["spec"]
+    for container in [*spec["initContainers"], spec["containers"][1]]:
+        assert container["securityContext"] == {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
+                                                "capabilities": {"drop": ["ALL"]}}

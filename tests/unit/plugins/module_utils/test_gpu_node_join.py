@@ -422,7 +422,9 @@ def test_every_judgement_is_a_filter() -> None:
         "gpu_node_join_expected_resources", "gpu_node_join_plugin_pod_current", "gpu_node_join_gpus_shown",
         "gpu_node_join_onboarded", "gpu_node_join_allocated_uuids", "gpu_node_join_runtime_checks", "gpu_node_join_checks",
         "gpu_node_join_disagreements", "gpu_node_join_play_clusters", "gpu_node_join_read_of_host", "gpu_node_join_other_stacks",
-        "gpu_node_join_cluster_differences", "gpu_node_join_objects_to_apply"}
+        "gpu_node_join_cluster_differences", "gpu_node_join_objects_to_apply", "gpu_node_join_config_disagreements",
+        "gpu_node_join_config_selections", "gpu_node_join_changed_configs", "gpu_node_join_rolling_changes",
+        "gpu_node_join_outside_selections", "gpu_node_join_plugin_restart"}
 
 
 def test_settings_disagreements_name_each_value_and_its_hosts() -> None:
@@ -519,3 +521,87 @@ def test_objects_to_apply_are_the_missing_and_the_different() -> None:
                [("Namespace", "ns"), ("RuntimeClass", "nvidia"), ("ConfigMap", "config"), ("DaemonSet", "plugin")]]
     differences = {"RuntimeClass/nvidia": [], "ConfigMap/config": ["data"], "DaemonSet/plugin": ["labels"]}
     assert [obj["kind"] for obj in judge.objects_to_apply(objects, differences)] == ["Namespace", "ConfigMap", "DaemonSet"]
+
+
+NAMED = {"named_configs": True}
+SINGLE = {"named_configs": False}
+
+
+def _labelled(name: str, config: str | None) -> dict:
+    labels = {"nvidia.com/device-plugin.config": config} if config is not None else {}
+    return {"metadata": {"name": name, "labels": labels}}
+
+
+def test_config_disagreements_compare_hosts_of_one_configuration_only() -> None:
+    keys = ["gpu_node_join_time_slicing_replicas"]
+    settings = [{"gpu_node_join_time_slicing_replicas": value} for value in (0, 0, 2, 4, 3)]
+    names, configs = ["a", "b", "c", "d", "e"], ["", "", "dev", "dev", "other"]
+    assert judge.config_disagreements(keys, names, configs, settings) == [
+        "configuration 'dev' (gpu_node_join_device_plugin_config), gpu_node_join_time_slicing_replicas: 2 on c, 4 on d"]
+    assert judge.config_disagreements(keys, ["a", "b"], ["", ""], settings[1:3]) == [
+        "the shared configuration, gpu_node_join_time_slicing_replicas: 0 on a, 2 on b"]
+    assert judge.config_disagreements(keys, [], [], []) == []
+
+
+def test_config_selections_are_the_labelled_nodes_outside_the_run() -> None:
+    nodes = [_labelled("gpu-1", "dev"), _labelled("gpu-2", "dev"), _labelled("gpu-3", ""), _labelled("gpu-4", None)]
+    assert judge.config_selections(nodes, ["gpu-1"]) == {"gpu-2": "dev"}
+    assert judge.config_selections([], ["gpu-1"]) == {}
+
+
+def test_changed_configs_leave_the_shared_one_to_the_daemonset() -> None:
+    live = {"default": "a", "dev": "1", "same": "s"}
+    data = {"default": "b", "dev": "2", "same": "s", "new": "n"}
+    assert judge.changed_configs(live, data, NAMED) == ["dev", "new"]
+    assert judge.changed_configs({}, {"default": "b"}, NAMED) == []
+    assert judge.changed_configs({"config.yaml": "a"}, {"config.yaml": "b"}, SINGLE) == []
+
+
+@pytest.mark.parametrize("differences, live, data, settings, rolling", [
+    # a named configuration's text restarts only its nodes
+    ({"ConfigMap/c": ["data"]}, {"default": "a", "dev": "1"}, {"default": "a", "dev": "2"}, NAMED, []),
+    # the shared one restarts every node
+    ({"ConfigMap/c": ["data"]}, {"default": "a"}, {"default": "b"}, NAMED, ["ConfigMap/c"]),
+    ({"ConfigMap/c": ["data"]}, {"config.yaml": "a"}, {"config.yaml": "b"}, SINGLE, ["ConfigMap/c"]),
+    ({"DaemonSet/d": ["spec"], "ConfigMap/c": ["labels"], "RuntimeClass/r": []}, {}, {}, NAMED, ["DaemonSet/d"]),
+    ({"RuntimeClass/r": ["handler"], "ServiceAccount/s": ["annotations"]}, {}, {}, SINGLE, ["RuntimeClass/r"]),
+])
+def test_rolling_changes(differences, live, data, settings, rolling) -> None:
+    assert judge.rolling_changes(differences, live, data, settings) == rolling
+
+
+def test_outside_selections_name_the_nodes_a_changed_configuration_would_leave_behind() -> None:
+    live = {"default": "a", "dev": "1", "ops": "o"}
+    data = {"default": "a", "dev": "2", "ops": "o", "new": "n"}
+    selections = {"gpu-7": "dev", "gpu-3": "dev", "gpu-5": "ops", "gpu-6": "new"}
+    assert judge.outside_selections(live, data, selections, NAMED) == [
+        "the device plugin configuration 'dev' is also selected by gpu-3, gpu-7"]
+    assert judge.outside_selections(live, live, selections, NAMED) == []
+
+
+@pytest.mark.parametrize("label, wanted, changed, settings, restart", [
+    ("dev", "dev", [], NAMED, False),       # as it was
+    ("dev", "dev", ["dev"], NAMED, True),   # its text changed
+    (None, "dev", [], NAMED, True),         # it selects one now
+    ("dev", "", [], NAMED, True),           # back to the shared one
+    (None, "", ["dev"], NAMED, False),      # the shared one changes through the DaemonSet's hash
+    ("dev", "dev", ["dev"], SINGLE, False),
+])
+def test_plugin_restart(label, wanted, changed, settings, restart) -> None:
+    assert judge.plugin_restart(_labelled("gpu-1", label), wanted, changed, settings) is restart
+
+
+@pytest.mark.parametrize("label, wanted, status, message", [
+    ("dev", "dev", "pass", "the Node selects configuration 'dev' of the device plugin"),
+    (None, "", "pass", "the Node selects the shared configuration of the device plugin"),
+    (None, "dev", "fail", "the Node selects the shared configuration of the device plugin, not configuration 'dev' "
+                          "(label nvidia.com/device-plugin.config)"),
+    ("dev", "", "fail", "the Node selects configuration 'dev' of the device plugin, not the shared configuration "
+                        "(label nvidia.com/device-plugin.config)"),
+])
+def test_with_named_configurations_the_node_must_select_its_configuration(label, wanted, status, message) -> None:
+    labels = dict(HEALTHY["metadata"]["labels"], **({"nvidia.com/device-plugin.config": label} if label else {}))
+    node = dict(HEALTHY, metadata=dict(HEALTHY["metadata"], labels=labels))
+    checks = _checks(api={"nodes": [node]}, settings={"plugin_config": wanted})
+    assert list(checks)[-3:] == ["onboarding_taint_absent", "plugin_config", "self_check_healthy"]
+    assert (checks["plugin_config"]["status"], checks["plugin_config"]["message"]) == (status, message)

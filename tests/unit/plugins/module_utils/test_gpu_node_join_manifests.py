@@ -9,7 +9,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ansible_collections.gpufleet.node.plugins.filter.gpu_node_join_manifests import FilterModule, gpu_node_join_diagnosis
+from ansible_collections.gpufleet.node.plugins.filter.gpu_node_join_manifests import (
+    FilterModule,
+    gpu_node_join_config_manager_access,
+    gpu_node_join_diagnosis,
+)
 from ansible_collections.gpufleet.node.plugins.module_utils import _gpu_node_join_manifests as manifests
 
 REPO = Path(__file__).resolve().parents[4]
@@ -24,6 +28,7 @@ SETTINGS = {
     "extra_env": {}, "extra_volumes": [],
     "mig_strategy": "none", "device_list_strategy": "volume-mounts", "device_id_strategy": "uuid",
     "time_slicing_replicas": 0, "time_slicing_rename_by_default": False, "time_slicing_fail_requests_greater_than_one": False,
+    "named_configs": False, "config_manager_api_server": "",
     "pool_labels": {"node-role.kubernetes.io/gpu": "true"},
     "pool_taint": {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"},
     "onboarding_taint": {"key": "gpufleet.io/onboarding", "value": "in-progress", "effect": "NoSchedule"},
@@ -51,8 +56,19 @@ def test_the_filters():
         "gpu_node_join_device_plugin_config": manifests.device_plugin_config,
         "gpu_node_join_smoke_pod": manifests.smoke_pod,
         "gpu_node_join_cluster_objects": manifests.cluster_objects,
+        "gpu_node_join_config_map_data": manifests.config_map_data,
+        "gpu_node_join_shared_config": manifests.shared_config,
+        "gpu_node_join_config_manager_access": gpu_node_join_config_manager_access,
         "gpu_node_join_diagnosis": gpu_node_join_diagnosis,
     }
+
+
+def test_access_yml_creates_the_identity_the_daemonset_names():
+    """playbooks/access.yml creates config-manager's identity from the same function the role applies it with."""
+    objects = manifests.cluster_objects([TARGET], {"default": "x"}, NAMED)
+    assert gpu_node_join_config_manager_access("nvidia-device-plugin") == objects[1:4]
+    spec = objects[-1]["spec"]["template"]["spec"]
+    assert spec["serviceAccountName"] == objects[1]["metadata"]["name"]
 
 
 @pytest.mark.parametrize("name", sorted(FilterModule().filters()))
@@ -196,7 +212,7 @@ def test_the_plugins_volumes(strategy, extra_volumes, mounts, volumes):
 ])
 def test_the_cluster_objects_in_apply_order(runtime_class, targets, kinds):
     config = manifests.device_plugin_config(SETTINGS)
-    objects = manifests.cluster_objects(targets, config, _settings(runtime_class=runtime_class))
+    objects = manifests.cluster_objects(targets, {"config.yaml": config}, _settings(runtime_class=runtime_class))
     assert [item["kind"] for item in objects] == kinds
     config_map = next(item for item in objects if item["kind"] == "ConfigMap")
     assert config_map["metadata"]["name"] == "nvidia-device-plugin-config" and config_map["data"] == {"config.yaml": config}
@@ -209,6 +225,100 @@ def test_the_cluster_objects_in_apply_order(runtime_class, targets, kinds):
         assert objects[1] == {"apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass",
                               "metadata": {"name": "nvidia", "labels": {"app.kubernetes.io/managed-by": "gpufleet.node"}},
                               "handler": "nvidia"}
+
+
+NAMED = _settings(named_configs=True)
+SLICED = _settings(named_configs=True, time_slicing_replicas=2, time_slicing_rename_by_default=True)
+
+
+def test_without_named_configurations_the_one_configuration_is_every_nodes():
+    sliced = _settings(time_slicing_replicas=2)
+    assert manifests.shared_config(sliced) == manifests.device_plugin_config(sliced)
+    assert "timeSlicing" in manifests.shared_config(sliced)
+    assert manifests.config_map_data({"": "ignored"}, {"config.yaml": "old"}, {}, sliced) == {
+        "config.yaml": manifests.device_plugin_config(sliced)}
+
+
+def test_with_named_configurations_the_shared_one_never_slices():
+    """Every host knows the shared configuration (and the DaemonSet's hash) from the settings the fleet agrees on,
+    whatever its own time-slicing is."""
+    assert manifests.shared_config(SLICED) == manifests.shared_config(NAMED) == manifests.device_plugin_config(SETTINGS)
+    assert "timeSlicing" in manifests.device_plugin_config(SLICED)
+
+
+def test_the_configmap_keeps_what_nodes_outside_the_run_select_and_drops_the_rest():
+    live = {"default": "old default", "dev": "dev text", "gone": "nobody selects it", "config.yaml": "before named"}
+    data = manifests.config_map_data({"": "run shared", "team-a": "team-a text"}, live, {"gpu-9": "dev"}, NAMED)
+    assert data == {"default": manifests.shared_config(NAMED), "dev": "dev text", "team-a": "team-a text"}
+
+
+def test_the_runs_text_of_a_named_configuration_wins_over_the_clusters():
+    data = manifests.config_map_data({"dev": "new"}, {"default": "x", "dev": "old"}, {"gpu-9": "dev"}, NAMED)
+    assert data["dev"] == "new"
+
+
+def test_named_configurations_run_nvidias_config_manager_beside_the_plugin():
+    objects = manifests.cluster_objects([TARGET], {"default": "shared text", "dev": "dev text"}, NAMED)
+    assert [item["kind"] for item in objects] == [
+        "Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "ConfigMap", "DaemonSet"]
+    account, role, binding, config_map, daemonset = objects[1:]
+    assert account["metadata"] == {"name": "nvidia-device-plugin-config-manager", "namespace": "nvidia-device-plugin",
+                                   "labels": {"app.kubernetes.io/managed-by": "gpufleet.node"}}
+    assert account["automountServiceAccountToken"] is False
+    assert role["rules"] == [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]}]
+    assert binding["roleRef"]["name"] == role["metadata"]["name"]
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "nvidia-device-plugin-config-manager",
+                                    "namespace": "nvidia-device-plugin"}]
+    assert config_map["data"] == {"default": "shared text", "dev": "dev text"}
+    spec = daemonset["spec"]["template"]["spec"]
+    assert daemonset["spec"]["template"]["metadata"]["annotations"] == {
+        "gpufleet.io/config-sha256": hashlib.sha256(b"shared text").hexdigest()}
+    assert spec["serviceAccountName"] == "nvidia-device-plugin-config-manager"
+    assert spec["automountServiceAccountToken"] is False and spec["shareProcessNamespace"] is True
+    assert [c["name"] for c in spec["initContainers"]] == ["nvidia-device-plugin-init"]
+    assert [c["name"] for c in spec["containers"]] == ["nvidia-device-plugin-ctr", "nvidia-device-plugin-sidecar"]
+    plugin, sidecar = spec["containers"]
+    init = spec["initContainers"][0]
+    assert {"name": "CONFIG_FILE", "value": "/config/config.yaml"} in plugin["env"]
+    assert "config-manager-token" not in [mount["name"] for mount in plugin["volumeMounts"]]
+    for container, oneshot, signal in ((init, "true", "false"), (sidecar, "false", "true")):
+        env = {item["name"]: item.get("value", item.get("valueFrom")) for item in container["env"]}
+        assert container["command"] == ["config-manager"] and container["image"] == plugin["image"]
+        assert env["ONESHOT"] == oneshot and env["SEND_SIGNAL"] == signal
+        assert env["NODE_LABEL"] == "nvidia.com/device-plugin.config" and env["DEFAULT_CONFIG"] == "default"
+        assert env["NODE_NAME"] == {"fieldRef": {"fieldPath": "spec.nodeName"}}
+        assert env["CONFIG_FILE_SRCDIR"] == "/available-configs" and env["CONFIG_FILE_DST"] == "/config/config.yaml"
+        assert env["NVIDIA_VISIBLE_DEVICES"] == "void" and "KUBERNETES_SERVICE_HOST" not in env
+        assert container["securityContext"]["capabilities"] == {"drop": ["ALL"]}
+        assert {"name": "config-manager-token", "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount",
+                "readOnly": True} in container["volumeMounts"]
+    assert {c["name"]: {e["name"]: e["value"] for e in c["env"] if "value" in e}["PROCESS_TO_SIGNAL"]
+            for c in (init, sidecar)} == {"nvidia-device-plugin-init": "", "nvidia-device-plugin-sidecar": "nvidia-device-plugin"}
+    volumes = {volume["name"]: volume for volume in spec["volumes"]}
+    assert volumes["available-configs"] == {"name": "available-configs", "configMap": {"name": "nvidia-device-plugin-config"}}
+    assert volumes["selected-config"] == {"name": "selected-config", "emptyDir": {}}
+    sources = volumes["config-manager-token"]["projected"]["sources"]
+    assert sources[0]["serviceAccountToken"]["path"] == "token"
+    assert sources[1]["configMap"]["name"] == "kube-root-ca.crt"
+
+
+@pytest.mark.parametrize("api_server, host, port", [
+    ("10.0.0.2:6443", "10.0.0.2", "6443"),
+    ("api.example.org:443", "api.example.org", "443"),
+    ("[fd00::2]:6443", "fd00::2", "6443"),
+])
+def test_config_manager_can_be_given_the_api_server(api_server, host, port):
+    daemonset = manifests.daemonset(TARGET, SHA, _settings(named_configs=True, config_manager_api_server=api_server))
+    for container in daemonset["spec"]["template"]["spec"]["containers"][1:]:
+        env = {item["name"]: item.get("value") for item in container["env"]}
+        assert (env["KUBERNETES_SERVICE_HOST"], env["KUBERNETES_SERVICE_PORT"]) == (host, port)
+
+
+def test_without_named_configurations_no_identity_and_no_config_manager():
+    daemonset = manifests.daemonset(TARGET, SHA, SETTINGS)
+    spec = daemonset["spec"]["template"]["spec"]
+    assert "serviceAccountName" not in spec and "initContainers" not in spec and len(spec["containers"]) == 1
+    assert {"name": "CONFIG_FILE", "value": "/etc/nvidia-device-plugin/config.yaml"} in _container(daemonset)["env"]
 
 
 WAITED = {"node_name": "gpu-1", "timeout": 300, "expected": {"nvidia.com/gpu": 8}, "plugin_dir": "/var/lib/kubelet/device-plugins",

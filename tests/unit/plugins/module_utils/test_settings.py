@@ -69,6 +69,11 @@ def test_the_rules_see_the_converted_settings():
     assert problems_of('gpu_node_join', gpu_node_join_time_slicing_replicas='3') == []
 
 
+def test_a_named_configuration_may_time_slice():
+    assert problems_of('gpu_node_join', gpu_node_join_device_plugin_named_configs=True, gpu_node_join_device_plugin_config='dev',
+                       gpu_node_join_time_slicing_replicas=2, gpu_node_join_device_plugin_api_server='[fd00::1]:6443') == []
+
+
 # --------------------------------------------------------------------------- nvidia_driver
 
 
@@ -344,6 +349,15 @@ def test_an_invalid_tier_regex_is_reported_as_such():
     ({'gpu_node_join_kubelet_root_dir': 'var/lib/kubelet'}, ['gpu_node_join_kubelet_root_dir=var/lib/kubelet']),
     ({'gpu_node_join_wait_timeout': 0}, ['gpu_node_join_wait_timeout=0']),
     ({'gpu_node_join_device_plugin_namespace': 'NVIDIA'}, ['gpu_node_join_device_plugin_namespace=NVIDIA must be a DNS label']),
+    ({'gpu_node_join_device_plugin_config': 'dev'}, ['gpu_node_join_device_plugin_config=dev needs gpu_node_join_device_plugin_named_configs=true']),
+    ({'gpu_node_join_device_plugin_named_configs': True, 'gpu_node_join_device_plugin_config': 'default'},
+     ['gpu_node_join_device_plugin_config=default is not allowed', "other than 'default'"]),
+    ({'gpu_node_join_device_plugin_named_configs': True, 'gpu_node_join_device_plugin_config': 'dev shared'},
+     ['gpu_node_join_device_plugin_config=dev shared is not allowed', 'at most 63']),
+    ({'gpu_node_join_device_plugin_named_configs': True, 'gpu_node_join_time_slicing_replicas': 2},
+     ['gpu_node_join_time_slicing_replicas=2 with gpu_node_join_device_plugin_named_configs=true needs gpu_node_join_device_plugin_config']),
+    ({'gpu_node_join_device_plugin_api_server': 'https://10.0.0.2:6443'},
+     ['gpu_node_join_device_plugin_api_server=https://10.0.0.2:6443 is not allowed', 'HOST:PORT']),
 ])
 def test_node_join_rules(changes, words):
     found = problems_of('gpu_node_join', **changes)
