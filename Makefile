@@ -58,7 +58,7 @@ nvidia-builds: venv images  ## build or reuse NVIDIA's own code the lab runs (th
 kube-binaries: venv  ## build or reuse the Kubernetes binaries (cached under /var/cache/gpufleet)
 	lab/labctl kube build-binaries
 
-kube-images: venv images kube-binaries  ## build or reuse the lab's node image and pod images (they need the binaries)
+kube-images: venv images kube-binaries nvidia-builds  ## build or reuse the lab's node image and pod images (they need the binaries, and NVIDIA's config-manager)
 	lab/labctl kube images
 
 lab-up: venv collection images package-mirror kube-images  ## start the Kubernetes lab's control plane

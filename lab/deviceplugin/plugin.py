@@ -245,16 +245,10 @@ def parse_args(argv: list[str] | None, env: Mapping[str, str]) -> argparse.Names
     return args
 
 
-def main(argv: list[str] | None = None) -> int:
-    handler = logging.StreamHandler(sys.stdout)
-    handler.setFormatter(KlogFormatter())
-    logging.basicConfig(level=logging.INFO, handlers=[handler])
+def run_once(argv: list[str] | None, shutdown: threading.Event) -> int:
+    """Read the configuration, find the GPUs, serve until ``shutdown``."""
     env = dict(os.environ)
     args = parse_args(argv, env)
-    LOG.info("Starting NVIDIA Device Plugin (SIMULATED) version=%s", VERSION)
-    shutdown = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: shutdown.set())
-    signal.signal(signal.SIGINT, lambda *_: shutdown.set())
     try:
         config, resources = start_plugins(args, env)
     except SimPluginError as error:
@@ -266,8 +260,29 @@ def main(argv: list[str] | None = None) -> int:
         LOG.info("No devices found. Waiting indefinitely.")
         while not shutdown.wait(60.0):
             pass
-    LOG.info("shutting down")
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    handler = logging.StreamHandler(sys.stdout)
+    handler.setFormatter(KlogFormatter())
+    logging.basicConfig(level=logging.INFO, handlers=[handler])
+    LOG.info("Starting NVIDIA Device Plugin (SIMULATED) version=%s", VERSION)
+    shutdown, restart = threading.Event(), threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: shutdown.set())
+    signal.signal(signal.SIGINT, lambda *_: shutdown.set())
+    # As the real plugin: SIGHUP (NVIDIA's config-manager, after it linked another configuration) starts over,
+    # reading the configuration file again.
+    signal.signal(signal.SIGHUP, lambda *_: (restart.set(), shutdown.set()))
+    while True:
+        code = run_once(argv, shutdown)
+        if not restart.is_set():
+            break
+        LOG.info("Received SIGHUP, restarting.")
+        restart.clear()
+        shutdown.clear()
+    LOG.info("shutting down")
+    return code
 
 
 if __name__ == "__main__":

@@ -108,6 +108,9 @@ def render_group_vars(settings: LabSettings) -> dict[str, Any]:
         "gpu_node_join_device_plugin_version": tag,
         "gpu_node_join_smoke_test": True,
         "gpu_node_join_smoke_test_image": f"docker.io/{kube_images.SMOKE_IMAGE}",
+        # The lab runs no kube-proxy, so pods cannot reach the kubernetes Service: NVIDIA's config-manager (named
+        # plugin configurations) is given the API server's address, through the lab network and the nodes' masquerade.
+        "gpu_node_join_device_plugin_api_server": f"{settings.control_plane_ip}:6443",
     }
 
 

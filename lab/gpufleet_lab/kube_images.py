@@ -4,7 +4,9 @@
   containernetworking-plugins (the kubelet binary is bind-mounted from the build cache).
 - ``gpufleet-lab/pause:3.4``: ``pause`` compiled from the Kubernetes source (build step).
 - ``gpufleet-lab/device-plugin-sim:0.1.0``: the simulated NVIDIA device plugin (lab/deviceplugin), with
-  the real plugin image's ``NVIDIA_VISIBLE_DEVICES=all`` so that the NVIDIA runtime injects its GPUs.
+  the real plugin image's ``NVIDIA_VISIBLE_DEVICES=all`` so that the NVIDIA runtime injects its GPUs, run under
+  the real plugin's process name, and NVIDIA's own ``config-manager`` (v0.20.0, ``make nvidia-builds``) beside it
+  for the collection's named configurations.
 - ``gpufleet-lab/gpu-smoke:0.1.0``: that image with ``sh -c`` as entrypoint, for smoke-test pods. It has no
   ``nvidia-smi`` of its own: a pod sees one only when the NVIDIA runtime injected GPUs.
 
@@ -42,6 +44,10 @@ PLUGIN_PACKAGES: tuple[str, ...] = (
     "python3-grpcio", "python3-protobuf", "python3-grpc-tools", "python3-pkg-resources", "python3-yaml",
 )
 PLUGIN_DIR = "/opt/gpusim-device-plugin"
+# NVIDIA's config-manager signals the process whose argv[0] is nvidia-device-plugin (cmd/config-manager).
+PLUGIN_LAUNCHER = ("#!/bin/bash\n# The SIMULATED device plugin under the real plugin's process name.\n"
+                   f'exec -a nvidia-device-plugin python3 {PLUGIN_DIR}/plugin.py "$@"\n')
+SIM_CONFIG_MANAGER_VERSION = "0.20.0"
 DEVICE_PLUGIN_SRC = REPO_ROOT / "lab" / "deviceplugin"
 # As NVIDIA's plugin image (deployments/container/Dockerfile): the runtime gives the plugin every GPU.
 PLUGIN_ENV: tuple[str, ...] = (
@@ -162,32 +168,41 @@ def _plugin_image(settings: LabSettings, bin_dir: Path) -> str:
         raise LabError(f"{proto_path} is missing: the binaries build unpacks the source tree")
     proto = strip_gogo(proto_path.read_text())
     sources = _source_files(DEVICE_PLUGIN_SRC)
+    config_manager = nvidia_program(SIM_CONFIG_MANAGER_VERSION, "config-manager")
     base_id = _image_id(settings.base_image) or ""
-    key = content_key([base_id, proto, " ".join(PLUGIN_PACKAGES), *PLUGIN_ENV, *sources.keys(), *sources.values()])
+    key = content_key([base_id, proto, " ".join(PLUGIN_PACKAGES), *PLUGIN_ENV, *sources.keys(), *sources.values(),
+                       PLUGIN_LAUNCHER, config_manager])
     if not _has_key(DEVICE_PLUGIN_IMAGE, key):
         log(f"building {DEVICE_PLUGIN_IMAGE}")
         files = {f"{PLUGIN_DIR}/{name}": data for name, data in sources.items()}
         files[f"{PLUGIN_DIR}/api.proto"] = proto.encode()
+        files["/usr/bin/nvidia-device-plugin"] = PLUGIN_LAUNCHER.encode()
+        files["/usr/bin/config-manager"] = config_manager
         script = APT_SCRIPT.format(packages=" ".join(PLUGIN_PACKAGES)) + (
             f"; cd {PLUGIN_DIR} && python3 -m grpc_tools.protoc -I. --python_out=. --grpc_python_out=. api.proto"
             f" && python3 -c 'import sys; sys.path.insert(0, \"{PLUGIN_DIR}\"); import api_pb2, api_pb2_grpc'"
+            " && chmod 0755 /usr/bin/nvidia-device-plugin /usr/bin/config-manager"
         )
         _build_by_commit(settings.base_image, DEVICE_PLUGIN_IMAGE, key, script, files, [
-            f'ENTRYPOINT ["python3", "{PLUGIN_DIR}/plugin.py"]', "CMD []", f"WORKDIR {PLUGIN_DIR}",
+            'ENTRYPOINT ["nvidia-device-plugin"]', "CMD []", f"WORKDIR {PLUGIN_DIR}",
             *(f"ENV {variable}" for variable in PLUGIN_ENV),
         ])
     return key
+
+
+def nvidia_program(version: str, name: str) -> bytes:
+    """A program of NVIDIA's device plugin ``version``, as ``make nvidia-builds`` built it from NVIDIA's source."""
+    path = REPO_ROOT / ".build" / "nvidia" / f"device-plugin-{version}" / "bin" / name
+    if not path.is_file():
+        raise LabError(f"NVIDIA's device plugin {version} is not built ({path} is missing): run make nvidia-builds")
+    return path.read_bytes()
 
 
 def nvidia_plugin_image(settings: LabSettings, version: str) -> str:
     """NVIDIA's device plugin ``version`` (built from its source by ``make nvidia-builds``) as an image laid out as
     NVIDIA's own: its programs in /usr/bin, NVIDIA's environment and entrypoint, on the lab's Debian base instead of
     NVIDIA's distroless one (both give the programs glibc; the driver's libraries come from the container runtime)."""
-    bin_dir = REPO_ROOT / ".build" / "nvidia" / f"device-plugin-{version}" / "bin"
-    programs = {f"/usr/bin/{name}": (bin_dir / name).read_bytes() for name in NVIDIA_PLUGIN_PROGRAMS
-                if (bin_dir / name).is_file()}
-    if len(programs) != len(NVIDIA_PLUGIN_PROGRAMS):
-        raise LabError(f"NVIDIA's device plugin {version} is not built in {bin_dir}: run make nvidia-builds")
+    programs = {f"/usr/bin/{name}": nvidia_program(version, name) for name in NVIDIA_PLUGIN_PROGRAMS}
     ref = f"{NVIDIA_PLUGIN_REPOSITORY}:v{version}"
     key = content_key([_image_id(settings.base_image) or "", *NVIDIA_PLUGIN_CHANGES, *programs, *programs.values()])
     if not _has_key(ref, key):

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import logging
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -416,3 +417,15 @@ def test_cdi_spec_names_every_advertised_id_with_its_gpus_device_node() -> None:
     nodes = {device["name"]: device["containerEdits"]["deviceNodes"][0]["path"] for device in spec["devices"]}
     assert nodes["0:1"] == f"/dev/nvidia{gpus[0].minor if gpus[0].minor is not None else 0}"
     assert [node["path"] for node in spec["containerEdits"]["deviceNodes"]] == ["/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools"]
+
+
+def test_the_plugin_runs_under_the_name_nvidias_config_manager_signals(tmp_path: Path) -> None:
+    """config-manager sends SIGHUP to the process whose argv[0] is nvidia-device-plugin (cmd/config-manager)."""
+    (tmp_path / "plugin.py").write_text("import sys\nprint(open('/proc/self/cmdline').read().split('\\0')[0], sys.argv[1:])\n")
+    launcher = tmp_path / "nvidia-device-plugin"
+    launcher.write_text(kube_images.PLUGIN_LAUNCHER.replace(kube_images.PLUGIN_DIR, str(tmp_path)))
+    launcher.chmod(0o755)
+    # the image's python3 is Debian's, not a shim that would exec another program
+    out = subprocess.run([str(launcher), "--mig-strategy=none"], capture_output=True, text=True, check=True,
+                         env={"PATH": "/usr/bin:/bin"}).stdout
+    assert out == "nvidia-device-plugin ['--mig-strategy=none']\n"

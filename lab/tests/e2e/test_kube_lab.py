@@ -31,6 +31,7 @@ T = TypeVar("T")
 NS = "kube-system"
 VENV_BIN = Path(__file__).resolve().parents[3] / ".venv" / "bin"
 VISIBLE_ON_NODE = "/var/lib/gpufleet-lab-test/visible.json"  # written by conftest's lab_nodes fixture
+PLUGIN_CONTAINER = "nvidia-device-plugin-ctr"
 
 
 def wait(what: str, probe: Callable[[], T | None], timeout: float = 120, interval: float = 2) -> T:
@@ -404,12 +405,16 @@ def role_manifest_settings(**overrides: Any) -> dict[str, Any]:
     return {**settings, **overrides}
 
 
-def nvidias_plugin_objects(image: str, **overrides: Any) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+def nvidias_plugin_objects(image: str, named: dict[str, dict[str, Any]] | None = None,
+                           **overrides: Any) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """The role's settings for NVIDIA's plugin image in the test's namespace, and the objects gpu_node_join renders
-    from them (its Python): Namespace, ConfigMap, DaemonSet."""
+    from them (its Python): Namespace, ConfigMap, DaemonSet; with ``named`` configurations ({name: settings the
+    hosts selecting it override}), config-manager's identity too."""
     settings = role_manifest_settings(image=image, pull_policy="Never", namespace=NVIDIA_PLUGIN_NAMESPACE, **overrides)
     target = {"dir": "/var/lib/kubelet/device-plugins", "slug": "var-lib-kubelet-device-plugins"}
-    return settings, manifests.cluster_objects([target], manifests.device_plugin_config(settings), settings)
+    texts = {name: manifests.device_plugin_config({**settings, **values}) for name, values in (named or {}).items()}
+    data = manifests.config_map_data(texts, {}, {}, settings)
+    return settings, manifests.cluster_objects([target], data, settings)
 
 
 def deploy_nvidias_plugin(lab: LabSettings, core: Any, apps: Any) -> dict[str, Any]:
@@ -429,13 +434,41 @@ def deploy_nvidias_plugin(lab: LabSettings, core: Any, apps: Any) -> dict[str, A
     return apps.create_namespaced_daemon_set(NVIDIA_PLUGIN_NAMESPACE, daemonset).to_dict()
 
 
-def reconfigure_nvidias_plugin(lab: LabSettings, core: Any, apps: Any, **overrides: Any) -> None:
+def reconfigure_nvidias_plugin(lab: LabSettings, core: Any, apps: Any, named: dict[str, dict[str, Any]] | None = None,
+                               **overrides: Any) -> list[dict[str, Any]]:
     """The role's objects for other settings, replaced as the role applies them: the configuration's hash in the
-    DaemonSet's pod template rolls the plugin."""
+    DaemonSet's pod template rolls the plugin. config-manager's identity (named configurations) is created, as
+    playbooks/access.yml does. Returns that identity's objects."""
+    from kubernetes import client
+
     image = kube_images.nvidia_plugin_image(lab, "0.20.0")
-    config_map, daemonset = nvidias_plugin_objects(image, **overrides)[1][1:]
+    objects = nvidias_plugin_objects(image, named, **overrides)[1][1:]
+    access, (config_map, daemonset) = objects[:-2], objects[-2:]
+    rbac = client.RbacAuthorizationV1Api(core.api_client)
+    for item in access:
+        {"ServiceAccount": lambda body: core.create_namespaced_service_account(NVIDIA_PLUGIN_NAMESPACE, body),
+         "ClusterRole": rbac.create_cluster_role, "ClusterRoleBinding": rbac.create_cluster_role_binding}[item["kind"]](item)
     core.replace_namespaced_config_map(config_map["metadata"]["name"], NVIDIA_PLUGIN_NAMESPACE, config_map)
     apps.replace_namespaced_daemon_set(daemonset["metadata"]["name"], NVIDIA_PLUGIN_NAMESPACE, daemonset)
+    return access
+
+
+def remove_cluster_objects(core: Any, objects: list[dict[str, Any]]) -> None:
+    from kubernetes import client
+
+    rbac = client.RbacAuthorizationV1Api(core.api_client)
+    for item in objects:
+        delete = {"ClusterRole": rbac.delete_cluster_role, "ClusterRoleBinding": rbac.delete_cluster_role_binding}.get(item["kind"])
+        if delete:
+            try:
+                delete(item["metadata"]["name"])
+            except ApiException:
+                pass
+
+
+def the_plugin_pod(core: Any) -> Any:
+    pods = core.list_namespaced_pod(NVIDIA_PLUGIN_NAMESPACE, field_selector=f"spec.nodeName={NVIDIA_NODE}").items
+    return pods[0] if len(pods) == 1 and not pods[0].metadata.deletion_timestamp else None
 
 
 def settled_plugin_log(core: Any, namespace: str, words: str) -> str | None:
@@ -447,7 +480,7 @@ def settled_plugin_log(core: Any, namespace: str, words: str) -> str | None:
     ready = [c for c in pods[0].status.conditions or [] if c.type == "Ready" and c.status == "True"]
     if not ready or (datetime.now(timezone.utc) - ready[0].last_transition_time).total_seconds() < 15:
         return None
-    log = core.read_namespaced_pod_log(pods[0].metadata.name, namespace)
+    log = core.read_namespaced_pod_log(pods[0].metadata.name, namespace, container=PLUGIN_CONTAINER)
     return log if words in log else None
 
 
@@ -519,7 +552,32 @@ def test_nvidias_plugin_and_toolkit_give_a_pod_exactly_its_gpus(lab_up: LabSetti
         pod = run_pod(core, "nvidia-shared-two", 2, resource="nvidia.com/gpu.shared")[0]
         assert pod.status.phase == "Failed", pod.status
         assert "maximum request size for shared resources is 1; found 2" in (pod.status.message or ""), pod.status
+        # Named configurations (gpu_node_join_device_plugin_named_configs): NVIDIA's config-manager beside the plugin
+        # links the configuration the node's label selects and signals the plugin, which restarts in its pod. Pods
+        # reach the API server at its address: the lab runs no kube-proxy for the kubernetes Service.
+        sharing = dict(time_slicing_replicas=2, time_slicing_rename_by_default=True,
+                       time_slicing_fail_requests_greater_than_one=True)
+        cluster_objects = reconfigure_nvidias_plugin(
+            lab_up, core, apps, {"dev-shared": sharing}, named_configs=True,
+            config_manager_api_server=f"{lab_up.control_plane_ip}:6443")
+        log = wait("NVIDIA's plugin with the shared configuration", lambda: settled_plugin_log(
+            core, namespace, "Registered device plugin for 'nvidia.com/gpu' with Kubelet"), timeout=180)
+        assert '"replicas"' not in log.split("Running with config", 1)[1].split("Registered", 1)[0], log
+        wait("nvidia.com/gpu == 8 with the shared configuration", lambda: allocatable_gpus(core, NVIDIA_NODE) == 8, timeout=60)
+        pod_uid = the_plugin_pod(core).metadata.uid
+        core.patch_node(NVIDIA_NODE, {"metadata": {"labels": {manifests.CONFIG_LABEL: "dev-shared"}}})
+        wait("nvidia.com/gpu.shared == 16 once the label selects dev-shared",
+             lambda: allocatable_gpus(core, NVIDIA_NODE, "nvidia.com/gpu.shared") == 16, timeout=120)
+        pod = the_plugin_pod(core)
+        assert pod.metadata.uid == pod_uid, "config-manager switched the plugin in its pod, without a new pod"
+        sidecar = core.read_namespaced_pod_log(pod.metadata.name, namespace, container="nvidia-device-plugin-sidecar")
+        assert "Successfully updated to config: dev-shared" in sidecar and "Successfully sent signal" in sidecar, sidecar
+        plugin_log = core.read_namespaced_pod_log(pod.metadata.name, namespace, container=PLUGIN_CONTAINER)
+        assert "Received SIGHUP, restarting." in plugin_log, plugin_log
+        core.patch_node(NVIDIA_NODE, {"metadata": {"labels": {manifests.CONFIG_LABEL: None}}})
+        wait("nvidia.com/gpu == 8 once the label is gone", lambda: allocatable_gpus(core, NVIDIA_NODE) == 8, timeout=120)
     finally:
+        remove_cluster_objects(core, locals().get("cluster_objects") or [])
         for name in ("nvidia-two", "nvidia-sneaky", "nvidia-shared-one", "nvidia-shared-two"):
             try:
                 core.delete_namespaced_pod(name, "default", grace_period_seconds=0)
