@@ -27,6 +27,8 @@ from gpufleet_lab.common import REPO_ROOT, put_file
 from gpufleet_lab.proc import LabError, log, run
 
 sys.path.insert(0, str(REPO_ROOT / "lab" / "deviceplugin"))
+sys.path.insert(0, str(REPO_ROOT / "lab" / "gpusim"))
+import gpusim  # noqa: E402
 import simdevices  # noqa: E402
 
 GPUSIM_DIR = REPO_ROOT / "lab" / "gpusim"
@@ -73,6 +75,14 @@ def find_profile(name: str, directory: Path | None = None) -> Profile:
             return Profile(name, path, tuple(gpus))
     choices = ", ".join(available_profiles(directory)) or f"none found in {directory}"
     raise LabError(f"gpu_profile={name!r} is not a simulated GPU profile: choose one of {choices}")
+
+
+def nvidia_refusal(profile: Profile, userspace: str) -> str | None:
+    """None where NVIDIA's software can run on the node's SIMULATED GPUs (NVIDIA's mock NVML in the driver library's
+    place): its toolkit's runtime and its device plugin. Otherwise why the node keeps the stand-ins."""
+    if userspace != "host":
+        return "the node's user space is the profile's recordings, not the driver packages"
+    return gpusim.mock_profile_refusal(load_data(profile.path))
 
 
 def install_playbook(profile: str, task_file: Path, userspace: str = "host") -> str:

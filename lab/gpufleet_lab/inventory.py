@@ -62,14 +62,15 @@ def render_hosts(specs: Sequence[NodeSpec], new: Sequence[str] | None = None) ->
 
 def render_group_vars(settings: LabSettings) -> dict[str, Any]:
     """``group_vars/gpu_nodes.yml``: the versions the lab pins and the lab's overrides, nothing else."""
-    repository, _colon, tag = kube_images.DEVICE_PLUGIN_IMAGE.rpartition(":")
+    repository, _colon, tag = kube_images.LAB_PLUGIN_IMAGE.rpartition(":")
     return {
         "ansible_python_interpreter": "/usr/bin/python3",
         # Versions, pinned once for the lab's fleet: the driver and containerd from the lab's package mirror
         # (package_mirror.py: chosen from what Debian's archive offered when it was built), the toolkit from the
-        # stand-in repository. The roles install from the mirror through their mirror settings.
+        # lab's toolkit repository (standins.py: NVIDIA's packages). The roles install from the mirror through their
+        # mirror settings.
         **mirror_vars(package_mirror.load_versions(), package_mirror.public_key(), package_mirror.public_key_fingerprint()),
-        "container_toolkit_version": "1.17.8-1",
+        "container_toolkit_version": "1.20.0-1",
         "containerd_nvidia_mode": "runtimeclass",
         "gpu_node_join_runtime_class": True,
         # Containers have no kernel: the driver role installs user space only, and checks the SIMULATED module it
@@ -86,7 +87,8 @@ def render_group_vars(settings: LabSettings) -> dict[str, Any]:
         "gpufleet_nvidia_smi_path": f"{GPUSIM_PREFIX}/bin/nvidia-smi",
         # The runtime's log, where a refused device request shows (the real runtime logs there too).
         "container_toolkit_config": {"nvidia-container-runtime": {"debug": RUNTIME_LOG}},
-        # STAND-IN NVIDIA container toolkit repository, unpacked into every lab node.
+        # The lab's toolkit repository, unpacked into every lab node: NVIDIA's packages (STAND-INs of
+        # libnvidia-container), and STAND-INs only on nodes NVIDIA's code cannot serve (the MIG simulation).
         "container_toolkit_repo_url": standins.REPO_URL,
         "container_toolkit_repo_key_content": standins.public_key(),
         "container_toolkit_repo_key_fingerprint": standins.public_key_fingerprint(),
@@ -101,8 +103,9 @@ def render_group_vars(settings: LabSettings) -> dict[str, Any]:
         # test objects use the admin's kubeconfig.
         "gpu_node_join_kubeconfig": str(settings.node_kubeconfig),
         "gpufleet_lab_admin_kubeconfig": str(settings.admin_kubeconfig),
-        # SIMULATED device plugin image, imported into every lab node's containerd; like the real plugin
-        # it sees GPUs only when the (STAND-IN) nvidia runtime injects them into its container.
+        # NVIDIA's device plugin image (built from its source), imported into every lab node's containerd; it sees
+        # GPUs only when the NVIDIA runtime injects them into its container. On nodes NVIDIA's code cannot serve
+        # (the MIG simulation) the node's containerd holds the SIMULATED plugin under this reference (node.py).
         "gpu_node_join_device_plugin_registry": "docker.io",
         "gpu_node_join_device_plugin_image": repository,
         "gpu_node_join_device_plugin_version": tag,

@@ -7,7 +7,7 @@ import json
 import os
 import time
 
-from gpufleet_lab import binaries, controlplane, inventory, kube, kube_images, node
+from gpufleet_lab import binaries, controlplane, inventory, kube, kube_images, node, standins
 from gpufleet_lab.common import LabSettings
 from gpufleet_lab.proc import log, run
 
@@ -48,6 +48,8 @@ def dispatch(args: argparse.Namespace, command_attr: str = "command") -> int:
         settings = LabSettings.from_env()
         print(kube_images.ensure_node_image(settings))
         print(kube_images.ensure_pod_images(settings))
+        print(kube_images.nvidia_plugin_archive(settings, kube_images.LAB_PLUGIN_VERSION))
+        print(standins.ensure_repository())
     elif args.command == "up":
         settings = kube.up()
         print(settings.admin_kubeconfig)

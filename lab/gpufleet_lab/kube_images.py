@@ -36,6 +36,10 @@ PAUSE_IMAGE = "gpufleet-lab/pause:3.4"
 DEVICE_PLUGIN_IMAGE = "gpufleet-lab/device-plugin-sim:0.1.0"
 SMOKE_IMAGE = "gpufleet-lab/gpu-smoke:0.1.0"
 NVIDIA_PLUGIN_REPOSITORY = "gpufleet-lab/k8s-device-plugin"
+# The device plugin the lab's nodes run under the reference the lab inventory gives gpu_node_join: NVIDIA's, the
+# collection's default version (the SIMULATED plugin on nodes NVIDIA's code cannot serve: node.py).
+LAB_PLUGIN_VERSION = "0.20.0"
+LAB_PLUGIN_IMAGE = f"{NVIDIA_PLUGIN_REPOSITORY}:v{LAB_PLUGIN_VERSION}"
 NVIDIA_PLUGIN_PROGRAMS = ("nvidia-device-plugin", "config-manager")
 # As NVIDIA's deployments/container/Dockerfile (v0.17.1 and v0.20.0) sets them.
 NVIDIA_PLUGIN_CHANGES = ['ENV NVIDIA_DISABLE_REQUIRE=true', 'ENV NVIDIA_VISIBLE_DEVICES=all',
@@ -210,6 +214,21 @@ def nvidia_plugin_image(settings: LabSettings, version: str) -> str:
         _build_by_commit(settings.base_image, ref, key, "chmod 0755 " + " ".join(programs), programs,
                          NVIDIA_PLUGIN_CHANGES)
     return ref
+
+
+def nvidia_plugin_archive(settings: LabSettings, version: str) -> Path:
+    """NVIDIA's device plugin image ``version`` saved for ``ctr images import``, once per image."""
+    ref = nvidia_plugin_image(settings, version)
+    image_id = (_image_id(ref) or "").split(":")[-1]
+    archive = IMAGE_CACHE / f"nvidia-device-plugin-{version}-{image_id[:12]}.tar"
+    if not archive.is_file():
+        IMAGE_CACHE.mkdir(parents=True, exist_ok=True)
+        for old in IMAGE_CACHE.glob(f"nvidia-device-plugin-{version}-*.tar"):
+            old.unlink()
+        partial = archive.with_suffix(".partial")
+        run(["docker", "save", "-o", str(partial), ref])
+        partial.rename(archive)
+    return archive
 
 
 def smoke_image_changes() -> list[str]:

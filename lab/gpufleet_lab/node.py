@@ -48,6 +48,8 @@ class NodeSpec:
     ip: str = ""
     # where this kubelet serves kubelet.sock, observed after it started (see device_plugin_dir_candidates)
     device_plugin_dir: str = ""
+    # NVIDIA's toolkit and device plugin run on the node's SIMULATED GPUs (gpuprofiles.nvidia_refusal); else stand-ins
+    nvidia_software: bool = False
 
     @property
     def kubelet_port(self) -> int:
@@ -266,6 +268,30 @@ def _import_pod_images(name: str, archive: Path) -> None:
         docker_exec(name, ["rm", "-f", POD_IMAGES_TMP], check=False)
 
 
+# dpkg runs this after every run (dpkg.cfg(5) post-invoke): a driver package that wrote its own libnvidia-ml.so.<version>
+# gets the mock in its place again (gpusim follow_exposure), at the loaded module's version.
+DPKG_FOLLOW = ("# The lab's SIMULATED GPUs, exposed to NVIDIA's software (lab/gpusim: follow_exposure)\n"
+               "post-invoke=/opt/gpusim/bin/gpusim expose --follow\n")
+
+
+def _expose_to_nvidia_software(name: str) -> None:
+    """From now on NVIDIA's software on the node reads the SIMULATED GPUs: the mock NVML in the driver library's place
+    once a driver is installed and its module loaded, again after each module load and each dpkg run."""
+    put_file(name, "/etc/dpkg/dpkg.cfg.d/gpusim-expose", DPKG_FOLLOW, 0o644)
+    docker_exec(name, ["/opt/gpusim/bin/gpusim", "expose", "--enable"])
+
+
+def _import_device_plugin(settings: LabSettings, name: str, nvidia_software: bool) -> None:
+    """NVIDIA's device plugin image under the reference the lab inventory gives the role. Where NVIDIA's code cannot
+    serve the SIMULATED GPUs (MIG), the node's containerd holds the SIMULATED plugin under that reference instead."""
+    reference = f"docker.io/{kube_images.LAB_PLUGIN_IMAGE}"
+    if nvidia_software:
+        _import_pod_images(name, kube_images.nvidia_plugin_archive(settings, kube_images.LAB_PLUGIN_VERSION))
+    else:
+        docker_exec(name, ["ctr", "-n", "k8s.io", "images", "tag", "--force",
+                           f"docker.io/{kube_images.DEVICE_PLUGIN_IMAGE}", reference])
+
+
 def _node_status(settings: LabSettings, name: str) -> dict[str, Any] | None:
     status, body = controlplane.api_request(settings, "GET", f"/api/v1/nodes/{name}")
     return body if status == 200 and isinstance(body, dict) else None
@@ -307,23 +333,30 @@ def node_add(name: str, gpu_profile: str, kubelet_root_dir: str | None = None,
     bin_dir = binaries.cached_bin_dir()
     image = kube_images.ensure_node_image(settings)
     archive = kube_images.ensure_pod_images(settings)
-    spec = NodeSpec(name=name, gpu_profile=gpu_profile, kubelet_root_dir=root_dir, index=index)
+    refusal = gpuprofiles.nvidia_refusal(profile, userspace)
+    if refusal:
+        log(f"node {name}: STAND-INs of NVIDIA's toolkit and device plugin ({refusal})")
+    spec = NodeSpec(name=name, gpu_profile=gpu_profile, kubelet_root_dir=root_dir, index=index,
+                    nvidia_software=refusal is None)
     _save_spec(settings, spec)
     if docker_exists("container", name):
         run(["docker", "rm", "-f", name])
     _run_container(settings, spec, image, bin_dir)
     wait_for(f"systemd in {name}", lambda: _systemd_up(name), timeout=60)
     spec = NodeSpec(name=name, gpu_profile=gpu_profile, kubelet_root_dir=root_dir, index=index,
-                    ip=container_ip(name, settings.network))
+                    ip=container_ip(name, settings.network), nvidia_software=spec.nvidia_software)
     _save_spec(settings, spec)
     gpuprofiles.install(name, profile, userspace)
-    standins.install(name)
+    standins.install(name, "nvidia" if spec.nvidia_software else "standin")
+    if spec.nvidia_software:
+        _expose_to_nvidia_software(name)
     for path, (content, mode) in _node_files(settings, spec).items():
         put_file(name, path, content, mode)
     docker_exec(name, ["systemctl", "restart", "containerd"])
     wait_for(f"containerd in {name}", lambda: docker_exec(
         name, ["ctr", "version"], check=False).returncode == 0, timeout=60)
     _import_pod_images(name, archive)
+    _import_device_plugin(settings, name, spec.nvidia_software)
     docker_exec(name, ["systemctl", "daemon-reload"])
     docker_exec(name, ["systemctl", "enable", "--now", "kubelet"])
     try:
@@ -334,9 +367,10 @@ def node_add(name: str, gpu_profile: str, kubelet_root_dir: str | None = None,
     plugin_dir = wait_for(f"the device-plugin socket of {name}'s kubelet", lambda: _observe_plugin_dir(name, root_dir),
                           timeout=60)
     spec = NodeSpec(name=name, gpu_profile=gpu_profile, kubelet_root_dir=root_dir, index=index, ip=spec.ip,
-                    device_plugin_dir=plugin_dir)
+                    device_plugin_dir=plugin_dir, nvidia_software=spec.nvidia_software)
     _save_spec(settings, spec)
-    log(f"node {name} ({gpu_profile}, kubelet root {root_dir}, device plugins {plugin_dir}, {spec.ip}) Ready in "
+    software = "NVIDIA's toolkit and plugin" if spec.nvidia_software else "stand-ins"
+    log(f"node {name} ({gpu_profile}, {software}, kubelet root {root_dir}, device plugins {plugin_dir}, {spec.ip}) Ready in "
         f"{time.monotonic() - started:.1f} s")
     return spec
 

@@ -415,6 +415,16 @@ def modprobe(prefix, argv):
             (_unload_one if remove else _load_one)(prefix, profile, name)
     finally:
         _render_modules(prefix, profile)
+    if not remove:
+        _follow_quietly(prefix)
+
+
+def _follow_quietly(prefix):
+    """follow_exposure, its refusal a warning: what changed the host succeeded, only NVIDIA's view of it lags."""
+    try:
+        follow_exposure(prefix)
+    except GpusimError as error:
+        sys.stderr.write("gpusim: NVIDIA's software still reads the previous state: %s\n" % error)
 
 
 def reload(prefix):
@@ -1154,7 +1164,14 @@ def mock_nvml_refusal(prefix, profile):
         return "no nvidia-smi is installed at %s" % REAL_NVIDIA_SMI
     if not os.path.isfile(os.path.join(prefix, MOCK_NVML_DIR, MOCK_NVML_LIBRARY)):
         return "no mock NVML under %s" % os.path.join(prefix, MOCK_NVML_DIR)
-    if any(gpu.get("mig_devices") for gpu in profile["gpus"]) or os.path.exists(_state(prefix, "mig.json")):
+    if os.path.exists(_state(prefix, "mig.json")):
+        return "the mock NVML enumerates no MIG devices"
+    return mock_profile_refusal(profile)
+
+
+def mock_profile_refusal(profile):
+    """None when NVIDIA's mock NVML can simulate the GPUs of ``profile``; else why not."""
+    if any(gpu.get("mig_devices") for gpu in profile["gpus"]):
         return "the mock NVML enumerates no MIG devices"
     if len(profile["gpus"]) > MOCK_NVML_MAX_GPUS:
         return "the mock NVML simulates at most %d GPUs" % MOCK_NVML_MAX_GPUS
@@ -1315,7 +1332,29 @@ def expose_to_nvidia_software(prefix, dev_dir="/dev"):
                 _make(target, node)
                 changed = True
             nodes.append(target)
+    _write_text(_state(prefix, EXPOSED_MARK), "1\n")
     return {"changed": changed, "library": path, "device_nodes": nodes}
+
+
+EXPOSED_MARK = "exposed"  # state file: this host's GPUs are exposed to NVIDIA's software, and later changes follow
+
+
+def follow_exposure(prefix, enable=False, dev_dir="/dev"):
+    """Expose again on a host whose GPUs are exposed to NVIDIA's software (``enable`` marks it so), after what changes
+    what NVIDIA's software reads: a module load (a new version), a dpkg run (a new library file). Returns expose's
+    object, or None where the host is not marked, no module is loaded or no library is installed: nothing to stand
+    in for yet. A module unload leaves the mock in place (real device nodes and libraries outlive an rmmod too)."""
+    if enable:
+        _write_text(_state(prefix, EXPOSED_MARK), "1\n")
+    if not os.path.exists(_state(prefix, EXPOSED_MARK)):
+        return None
+    profile = installed_profile(prefix)
+    state = node_state(prefix, profile)
+    if not state["module_loaded"] or not state["userspace"]:
+        return None
+    if installed_library_file(prefix, profile, state["userspace"]) is None:
+        return None
+    return expose_to_nvidia_software(prefix, dev_dir)
 
 
 DRIVER_ROOT_LIBRARIES = "usr/lib/x86_64-linux-gnu"
@@ -1522,9 +1561,18 @@ def main(argv=None, prefix=None):
     if argv[:1] == ["expose"]:
         parser = argparse.ArgumentParser(prog="gpusim.py expose", description=expose_to_nvidia_software.__doc__.split(": ", maxsplit=1)[0])
         parser.add_argument("--prefix", required=prefix is None, default=prefix)
+        parser.add_argument("--follow", action="store_true",
+                            help="only where the host is marked exposed, and only when there is something to expose "
+                                 "(after a dpkg run); a refusal is a warning")
+        parser.add_argument("--enable", action="store_true",
+                            help="mark the host exposed: later module loads and --follow expose again; expose now if possible")
         known = parser.parse_args(argv[1:])
+        if known.follow:
+            _follow_quietly(known.prefix)
+            return 0
         try:
-            print(json.dumps(expose_to_nvidia_software(known.prefix)))
+            print(json.dumps(follow_exposure(known.prefix, enable=True) if known.enable
+                             else expose_to_nvidia_software(known.prefix)))
         except GpusimError as error:
             sys.stderr.write("gpusim: %s\n" % error)
             return 1

@@ -658,6 +658,20 @@ def test_which_hosts_the_mock_serves(tmp_path, real_smi):
     assert gpusim.mock_nvml_refusal(str(recorded), profile) == "the profile's user space is its recordings"
 
 
+@pytest.mark.parametrize("profile, userspace, refusal", [
+    ("h100x8", "host", None),
+    ("h100x8-uvm-missing", "host", None),
+    ("h100x8", "profile", "the node's user space is the profile's recordings, not the driver packages"),
+    ("a100x4-mig", "host", "the mock NVML enumerates no MIG devices"),
+    ("a100x2-mig-1g10gb", "host", "the mock NVML enumerates no MIG devices"),
+    ("rtx8000x10-version-mismatch", "host", "the mock NVML simulates at most 8 GPUs"),
+])
+def test_which_lab_nodes_run_nvidias_toolkit_and_plugin(profile, userspace, refusal):
+    from gpufleet_lab import gpuprofiles
+
+    assert gpuprofiles.nvidia_refusal(gpuprofiles.find_profile(profile), userspace) == refusal
+
+
 def test_the_mock_takes_the_installed_library_name_and_follows_the_user_space(tmp_path):
     prefix = tmp_path / "sim"
     _with_mock(prefix)
@@ -787,6 +801,31 @@ def test_the_mock_takes_the_installed_librarys_own_place_with_the_device_nodes(t
     state["module_loaded"] = False
     with pytest.raises(gpusim.GpusimError, match="module is not loaded: the driver's own library stays"):
         gpusim.expose_to_nvidia_software(str(prefix), str(dev))
+
+
+def test_a_host_exposed_once_follows_its_module_loads_and_dpkg_runs(tmp_path, real_smi, monkeypatch):
+    requires_mknod()
+    library = install_host_userspace(tmp_path / "host", "535.261.03") / "libnvidia-ml.so.535.261.03"
+    prefix = tmp_path / "sim"
+    build_profile("h100x8", prefix, userspace="host", host_root=str(tmp_path / "host"))
+    _with_mock(prefix)
+    state = {"userspace": "535.261.03", "module_loaded": False, "module_version": None, "modules_unloaded": []}
+    monkeypatch.setattr(gpusim, "node_state", lambda *_args: state)
+    dev = tmp_path / "dev"
+    dev.mkdir()
+    drivers_own = library.read_bytes()
+    state["module_loaded"] = True
+    assert gpusim.follow_exposure(str(prefix), dev_dir=str(dev)) is None  # not marked: the driver's library stays
+    assert library.read_bytes() == drivers_own and not os.listdir(dev)
+    state["module_loaded"] = False
+    assert gpusim.follow_exposure(str(prefix), enable=True, dev_dir=str(dev)) is None  # marked; nothing loaded yet
+    assert library.read_bytes() == drivers_own
+    state.update(module_loaded=True, module_version="535.261.03")
+    assert gpusim.follow_exposure(str(prefix), dev_dir=str(dev))["changed"]
+    assert _parse_carried_config(library.read_bytes())["system"]["driver_version"] == "535.261.03"
+    assert "nvidia0" in os.listdir(dev)
+    state["userspace"] = "535.309.01"  # a dpkg run removed this version's library and installed none
+    assert gpusim.follow_exposure(str(prefix), dev_dir=str(dev)) is None
 
 
 # ----------------------------------------------------------------------------- MIG partitions (SIMULATED)

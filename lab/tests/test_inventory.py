@@ -44,7 +44,9 @@ def test_group_vars_are_lab_overrides(monkeypatch) -> None:
     assert text.splitlines()[2] == "---"
     data = yaml.safe_load(text)
     image = "{gpu_node_join_device_plugin_registry}/{gpu_node_join_device_plugin_image}:{gpu_node_join_device_plugin_version}"
-    assert image.format(**data) == "docker.io/gpufleet-lab/device-plugin-sim:0.1.0"
+    # NVIDIA's plugin and toolkit at the collection's defaults (node.py puts them on the nodes NVIDIA's code serves)
+    assert image.format(**data) == "docker.io/gpufleet-lab/k8s-device-plugin:v0.20.0"
+    assert data["container_toolkit_version"] == "1.20.0-1"
     # the playbooks run as the restricted identity of playbooks/access.yml; the tests' own API calls as the admin
     assert data["gpu_node_join_kubeconfig"] == str(LabSettings().node_kubeconfig)
     assert data["gpu_node_join_kubeconfig"].endswith("/gpufleet-node.kubeconfig")

@@ -10,7 +10,7 @@ With ``--nvidia-debs``, the versions NVIDIA's own packages were built for (``mak
 ``libnvidia-container-tools`` stay stand-ins (libnvidia-container does not build offline).
 
 Usage: build_toolkit_repo.py --out DIR [--versions 1.17.7-1 1.17.8-1] [--arch amd64] [--archive FILE.tar.gz]
-                             [--nvidia-debs DIR ...]
+                             [--nvidia-debs DIR ...] [--standin-copy DIR]
 """
 
 from __future__ import annotations
@@ -192,13 +192,8 @@ def nvidia_debs(directories: list[Path], arch: str) -> dict[str, list[Path]]:
     return by_version
 
 
-def build_repository(out: Path, versions: list[str], arch: str, nvidia: dict[str, list[Path]] | None = None) -> Path:
-    """Build the packages of every version and the signed repository under ``out``. With ``nvidia`` (NVIDIA's
-    packages by version), those versions are NVIDIA's packages plus the libnvidia-container stand-ins."""
-    nvidia = nvidia or {}
-    arch_dir = out / arch
-    if out.exists():
-        shutil.rmtree(out)
+def _index(arch_dir: Path, versions: list[str], arch: str, nvidia: dict[str, list[Path]]) -> None:
+    """The packages of every version in ``arch_dir`` (NVIDIA's where ``nvidia`` has them), indexed, unsigned."""
     arch_dir.mkdir(parents=True)
     with tempfile.TemporaryDirectory(prefix="standin-build-") as work:
         debs = [build_deb(pkg, version, arch, arch_dir, Path(work))
@@ -210,8 +205,25 @@ def build_repository(out: Path, versions: list[str], arch: str, nvidia: dict[str
     indexes = apt_repo.write_packages(arch_dir, debs, arch_dir)
     (arch_dir / "Release").write_text(apt_repo.release_text(arch_dir, indexes, RELEASE_FIELDS | {"Architectures": arch}),
                                       encoding="utf-8")
-    apt_repo.sign(arch_dir, out / "gpgkey", KEY_UID)
-    apt_repo.make_readable(out)
+
+
+def build_repository(out: Path, versions: list[str], arch: str, nvidia: dict[str, list[Path]] | None = None,
+                     standin_copy: Path | None = None) -> Path:
+    """Build the packages of every version and the signed repository under ``out``. With ``nvidia`` (NVIDIA's
+    packages by version), those versions are NVIDIA's packages plus the libnvidia-container stand-ins. With
+    ``standin_copy``, the same versions as stand-ins only are laid out there too, signed with the same key, for the
+    nodes NVIDIA's code cannot serve (the lab's MIG simulation)."""
+    arch_dirs = [out / arch] + ([standin_copy / arch] if standin_copy else [])
+    for directory in (out, standin_copy):
+        if directory and directory.exists():
+            shutil.rmtree(directory)
+    _index(arch_dirs[0], versions, arch, nvidia or {})
+    if standin_copy:
+        _index(arch_dirs[1], versions, arch, {})
+    apt_repo.sign(arch_dirs[0], out / "gpgkey", KEY_UID, also=arch_dirs[1:])
+    for directory in (out, standin_copy):
+        if directory:
+            apt_repo.make_readable(directory)
     return out
 
 
@@ -225,6 +237,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--nvidia-debs", nargs="+", type=Path, default=[],
                         help="directories of NVIDIA's toolkit packages (make nvidia-builds): their versions are served "
                              "as NVIDIA built them, with stand-ins for libnvidia-container only")
+    parser.add_argument("--standin-copy", type=Path,
+                        help="also lay the same versions out as stand-ins only in this directory, signed with the same "
+                             "key (for hosts NVIDIA's code cannot serve)")
     args = parser.parse_args(argv)
     for tool in ("dpkg-deb", "gpg"):
         if shutil.which(tool) is None:
@@ -233,7 +248,8 @@ def main(argv: list[str] | None = None) -> int:
     unknown = set(nvidia) - set(args.versions)
     if unknown:
         parser.error(f"--nvidia-debs holds {', '.join(sorted(unknown))}, not in --versions {' '.join(args.versions)}")
-    out = build_repository(args.out.resolve(), args.versions, args.arch, nvidia)
+    out = build_repository(args.out.resolve(), args.versions, args.arch, nvidia,
+                           args.standin_copy.resolve() if args.standin_copy else None)
     if args.archive:
         with tarfile.open(args.archive, "w:gz") as archive:
             archive.add(out, arcname=".")

@@ -254,6 +254,26 @@ def test_nvidias_packages_are_served_with_libnvidia_container_stand_ins(tmp_path
         assert "STAND-IN" in stanzas[name]["Description"] and stanzas[name]["Version"] == "1.20.0-1"
 
 
+def test_the_stand_in_copy_has_the_same_versions_signed_with_the_same_key(tmp_path: Path):
+    built = tmp_path / "toolkit-1.20.0"
+    built.mkdir()
+    for name in repo_builder.NVIDIA_BUILT:
+        _fake_nvidia_deb(built, name, "1.20.0-1")
+    out = repo_builder.build_repository(tmp_path / "repo", ["1.20.0-1"], "amd64",
+                                        repo_builder.nvidia_debs([built], "amd64"), tmp_path / "standin")
+    copy = {s["Package"]: s for s in _stanzas((tmp_path / "standin" / "amd64" / "Packages").read_text())}
+    assert sorted(copy) == ["libnvidia-container-tools", "libnvidia-container1", "nvidia-container-toolkit",
+                            "nvidia-container-toolkit-base"]
+    assert all("STAND-IN" in stanza["Description"] and stanza["Version"] == "1.20.0-1" for stanza in copy.values())
+    assert not (tmp_path / "standin" / "gpgkey").exists()  # one key, kept with the repository
+    for tree in (out / "amd64", tmp_path / "standin" / "amd64"):
+        keyring = tmp_path / f"{tree.parent.name}.gpg"
+        subprocess.run(["gpg", "--dearmor", "--output", str(keyring), str(out / "gpgkey")], check=True)
+        verified = subprocess.run(["gpgv", "--keyring", str(keyring), str(tree / "InRelease")], capture_output=True, text=True,
+                                  check=False)
+        assert verified.returncode == 0, verified.stderr
+
+
 def test_a_version_missing_one_of_nvidias_packages_is_refused(tmp_path: Path):
     _fake_nvidia_deb(tmp_path, "nvidia-container-toolkit", "1.20.0-1")
     with pytest.raises(SystemExit, match="NVIDIA's toolkit 1.20.0-1: no package nvidia-container-toolkit-base, "

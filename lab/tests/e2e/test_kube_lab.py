@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-import sys
 import time
 from datetime import datetime, timezone
 from pathlib import Path
@@ -20,7 +19,7 @@ from typing import Any, Callable, TypeVar
 import yaml
 from kubernetes.client.rest import ApiException
 
-from gpufleet_lab import gpuprofiles, kube, kube_images, sysctl
+from gpufleet_lab import gpuprofiles, kube, kube_images, standins, sysctl
 from gpufleet_lab.inventory import write_inventory
 from gpufleet_lab.common import LabSettings
 from gpufleet_lab.node import NodeSpec, node_add, node_rm, other_labs
@@ -366,28 +365,31 @@ def on_node(*argv: str) -> str:
     return done.stdout
 
 
-def install_nvidias_stack(tmp_path: Path) -> None:
-    """Debian's driver user space from the lab's mirror, the simulated module loaded and NVIDIA's mock in the
-    library's place (gpusim expose), NVIDIA's toolkit 1.20.0 packages (libnvidia-container: stand-ins) with
-    containerd's default runtime and the secure settings the collection sets."""
+def install_nvidias_stack() -> None:
+    """What onboarding installs on a lab node NVIDIA's code serves: Debian's driver user space from the lab's mirror,
+    then the simulated module reloaded at its version; gpusim follows both (the node's dpkg runs and module loads) and
+    puts NVIDIA's mock, carrying the node's GPUs, in the library's place. Then NVIDIA's toolkit 1.20.0 packages from
+    the node's toolkit repository (libnvidia-container: stand-ins) with containerd's default runtime and the secure
+    settings the collection sets."""
     mirror = yaml.safe_load((REPO / ".build" / "package-mirror" / "versions.yml").read_text())
     version = mirror["driver_package_version"]["current"]
     on_node("sh", "-ec", "cp /srv/gpufleet-package-mirror/gpgkey /etc/apt/keyrings/gpufleet-mirror.asc && echo "
             "'deb [signed-by=/etc/apt/keyrings/gpufleet-mirror.asc] file:/srv/gpufleet-package-mirror gpufleet-lab main' "
-            "> /etc/apt/sources.list.d/gpufleet-mirror.list && apt-get update -qq")
+            "> /etc/apt/sources.list.d/gpufleet-mirror.list && echo "
+            f"'deb [signed-by=/etc/apt/keyrings/gpufleet-toolkit.asc] {standins.REPO_URL.replace('$(ARCH)', 'amd64')} /' "
+            "> /etc/apt/sources.list.d/gpufleet-toolkit.list")
+    subprocess.run(["docker", "exec", "-i", NVIDIA_NODE, "sh", "-c", "cat > /etc/apt/keyrings/gpufleet-toolkit.asc"],
+                   input=standins.public_key(), text=True, check=True)
+    on_node("apt-get", "update", "-qq")
     on_node("env", "DEBIAN_FRONTEND=noninteractive", "apt-get", "install", "-y", "-qq", "--no-install-recommends",
             *(f"{package}={version}" for package in DRIVER_PACKAGES))
     on_node("/opt/gpusim/bin/gpusim", "reload")
-    exposed = json.loads(on_node("python3", "/opt/gpusim/lib/gpusim.py", "expose", "--prefix", "/opt/gpusim"))
-    assert exposed["library"].endswith(f"libnvidia-ml.so.{mirror['driver']['current']}")
-    repo = tmp_path / "toolkit-repo"
-    subprocess.run([sys.executable, str(REPO / "tests" / "standins" / "build_toolkit_repo.py"), "--out", str(repo),
-                    "--versions", "1.20.0-1", "--nvidia-debs", str(REPO / ".build" / "nvidia" / "toolkit-1.20.0" / "debs")],
-                   check=True, capture_output=True)
-    subprocess.run(["docker", "cp", f"{repo}/amd64", f"{NVIDIA_NODE}:/var/tmp/toolkit"], check=True)
-    debs = [f"/var/tmp/toolkit/{name}_1.20.0-1_amd64.deb" for name in (
-        "libnvidia-container1", "libnvidia-container-tools", "nvidia-container-toolkit-base", "nvidia-container-toolkit")]
-    on_node("dpkg", "-i", *debs)
+    library = f"/usr/lib/x86_64-linux-gnu/nvidia/current/libnvidia-ml.so.{mirror['driver']['current']}"
+    assert "#gpusim-mock-nvml-config:" in on_node("tail", "-c", "40", library), f"{library} is not NVIDIA's mock"
+    on_node("env", "DEBIAN_FRONTEND=noninteractive", "apt-get", "install", "-y", "-qq", "--no-install-recommends",
+            *(f"{name}=1.20.0-1" for name in ("libnvidia-container1", "libnvidia-container-tools",
+                                              "nvidia-container-toolkit-base", "nvidia-container-toolkit")))
+    assert "STAND-IN" not in on_node("nvidia-ctk", "--version"), "the node's toolkit repository served stand-ins"
     on_node("nvidia-ctk", "runtime", "configure", "--runtime=containerd", "--set-as-default")
     on_node("nvidia-ctk", "config", "--in-place", "--set", "accept-nvidia-visible-devices-envvar-when-unprivileged=false",
             "--set", "accept-nvidia-visible-devices-as-volume-mounts=true")
@@ -417,14 +419,11 @@ def nvidias_plugin_objects(image: str, named: dict[str, dict[str, Any]] | None =
     return settings, manifests.cluster_objects([target], data, settings)
 
 
-def deploy_nvidias_plugin(lab: LabSettings, core: Any, apps: Any) -> dict[str, Any]:
+def deploy_nvidias_plugin(core: Any, apps: Any) -> dict[str, Any]:
     """NVIDIA's device plugin v0.20.0 from an image, through the objects gpu_node_join applies, at the role's defaults
-    but the namespace: the volume-mounts strategy, SYS_ADMIN the one capability added. The image is imported into the
-    node's containerd as a registry mirror would serve it. Returns the DaemonSet."""
-    image = kube_images.nvidia_plugin_image(lab, "0.20.0")
-    saved = subprocess.run(["docker", "save", image], capture_output=True, check=True).stdout
-    subprocess.run(["docker", "exec", "-i", NVIDIA_NODE, "ctr", "-n", "k8s.io", "images", "import", "-"],
-                   input=saved, capture_output=True, check=True)
+    but the namespace: the volume-mounts strategy, SYS_ADMIN the one capability added. The image is the one node_add
+    imported into the node's containerd, as a registry mirror would serve it. Returns the DaemonSet."""
+    image = f"docker.io/{kube_images.LAB_PLUGIN_IMAGE}"  # node_add imported it on a node NVIDIA's code serves
     settings, (namespace, config_map, daemonset) = nvidias_plugin_objects(image)
     slug = daemonset["spec"]["template"]["metadata"]["labels"][f"{settings['label_prefix']}/device-plugin-dir"]
     core.patch_node(NVIDIA_NODE, {"metadata": {"labels": {
@@ -434,14 +433,14 @@ def deploy_nvidias_plugin(lab: LabSettings, core: Any, apps: Any) -> dict[str, A
     return apps.create_namespaced_daemon_set(NVIDIA_PLUGIN_NAMESPACE, daemonset).to_dict()
 
 
-def reconfigure_nvidias_plugin(lab: LabSettings, core: Any, apps: Any, named: dict[str, dict[str, Any]] | None = None,
+def reconfigure_nvidias_plugin(core: Any, apps: Any, named: dict[str, dict[str, Any]] | None = None,
                                **overrides: Any) -> list[dict[str, Any]]:
     """The role's objects for other settings, replaced as the role applies them: the configuration's hash in the
     DaemonSet's pod template rolls the plugin. config-manager's identity (named configurations) is created, as
     playbooks/access.yml does. Returns that identity's objects."""
     from kubernetes import client
 
-    image = kube_images.nvidia_plugin_image(lab, "0.20.0")
+    image = f"docker.io/{kube_images.LAB_PLUGIN_IMAGE}"
     objects = nvidias_plugin_objects(image, named, **overrides)[1][1:]
     access, (config_map, daemonset) = objects[:-2], objects[-2:]
     rbac = client.RbacAuthorizationV1Api(core.api_client)
@@ -510,17 +509,18 @@ def allocated_device_ids(pod_uid: str) -> list[str]:
                   for ids in entry["DeviceIDs"].values() for device in ids)
 
 
-def test_nvidias_plugin_and_toolkit_give_a_pod_exactly_its_gpus(lab_up: LabSettings, k8s: Any, tmp_path: Path) -> None:
+def test_nvidias_plugin_and_toolkit_give_a_pod_exactly_its_gpus(lab_up: LabSettings, k8s: Any) -> None:
     """NVIDIA's code above the SIMULATED GPU and module: the device plugin from its image, in the DaemonSet the
     collection renders, on the mock NVML that the toolkit's runtime (jit-cdi) injects into the plugin's own container
     (unprivileged, SYS_ADMIN its one added capability); the driver's nvidia-smi and the mock injected into a pod; the
     real nvidia-smi in the pod."""
     core, apps = k8s
-    node_add(NVIDIA_NODE, "h100x8", "/var/lib/kubelet", userspace="host")
+    spec = node_add(NVIDIA_NODE, "h100x8", "/var/lib/kubelet", userspace="host")
     namespace = NVIDIA_PLUGIN_NAMESPACE
     try:
-        install_nvidias_stack(tmp_path)
-        daemonset = deploy_nvidias_plugin(lab_up, core, apps)
+        assert spec.nvidia_software, spec
+        install_nvidias_stack()
+        daemonset = deploy_nvidias_plugin(core, apps)
         container = daemonset["spec"]["template"]["spec"]["containers"][0]
         assert container["security_context"]["capabilities"] == {"add": ["SYS_ADMIN"], "drop": ["ALL"]}
         # NVIDIA's plugin's own words, from its pod: it read the role's config.yaml and found the mock's GPUs by NVML
@@ -541,7 +541,7 @@ def test_nvidias_plugin_and_toolkit_give_a_pod_exactly_its_gpus(lab_up: LabSetti
         assert "No such file or directory" in log and not GPU_LINE.search(log), log
         # The role's time-slicing settings, read by NVIDIA's plugin: two pods per GPU, shared GPUs named as shared,
         # and no pod given two slices of what may be one GPU.
-        reconfigure_nvidias_plugin(lab_up, core, apps, time_slicing_replicas=2, time_slicing_rename_by_default=True,
+        reconfigure_nvidias_plugin(core, apps, time_slicing_replicas=2, time_slicing_rename_by_default=True,
                                    time_slicing_fail_requests_greater_than_one=True)
         log = wait("NVIDIA's plugin with the time-slicing configuration", lambda: settled_plugin_log(
             core, namespace, '"renameByDefault": true'), timeout=180)
@@ -558,7 +558,7 @@ def test_nvidias_plugin_and_toolkit_give_a_pod_exactly_its_gpus(lab_up: LabSetti
         sharing = dict(time_slicing_replicas=2, time_slicing_rename_by_default=True,
                        time_slicing_fail_requests_greater_than_one=True)
         cluster_objects = reconfigure_nvidias_plugin(
-            lab_up, core, apps, {"dev-shared": sharing}, named_configs=True,
+            core, apps, {"dev-shared": sharing}, named_configs=True,
             config_manager_api_server=f"{lab_up.control_plane_ip}:6443")
         log = wait("NVIDIA's plugin with the shared configuration", lambda: settled_plugin_log(
             core, namespace, "Registered device plugin for 'nvidia.com/gpu' with Kubelet"), timeout=180)
