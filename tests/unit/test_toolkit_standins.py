@@ -238,13 +238,17 @@ def _fake_nvidia_deb(directory: Path, name: str, version: str) -> Path:
     return deb
 
 
-def test_nvidias_packages_are_served_with_libnvidia_container_stand_ins(tmp_path: Path):
+def _nvidia_build_of_1_20(tmp_path: Path) -> dict[str, list[Path]]:
+    """NVIDIA's packages of toolkit 1.20.0-1 as make nvidia-builds leaves them, by version."""
     built = tmp_path / "toolkit-1.20.0"
     built.mkdir()
     for name in repo_builder.NVIDIA_BUILT:
         _fake_nvidia_deb(built, name, "1.20.0-1")
-    out = repo_builder.build_repository(tmp_path / "repo", ["1.20.0-1"], "amd64",
-                                        repo_builder.nvidia_debs([built], "amd64"))
+    return repo_builder.nvidia_debs([built], "amd64")
+
+
+def test_nvidias_packages_are_served_with_libnvidia_container_stand_ins(tmp_path: Path):
+    out = repo_builder.build_repository(tmp_path / "repo", ["1.20.0-1"], "amd64", _nvidia_build_of_1_20(tmp_path))
     stanzas = {s["Package"]: s for s in _stanzas((out / "amd64" / "Packages").read_text())}
     assert sorted(stanzas) == sorted(repo_builder.NVIDIA_BUILT + repo_builder.LIBNVIDIA_CONTAINER)
     for name in repo_builder.NVIDIA_BUILT:
@@ -255,12 +259,8 @@ def test_nvidias_packages_are_served_with_libnvidia_container_stand_ins(tmp_path
 
 
 def test_the_stand_in_copy_has_the_same_versions_signed_with_the_same_key(tmp_path: Path):
-    built = tmp_path / "toolkit-1.20.0"
-    built.mkdir()
-    for name in repo_builder.NVIDIA_BUILT:
-        _fake_nvidia_deb(built, name, "1.20.0-1")
-    out = repo_builder.build_repository(tmp_path / "repo", ["1.20.0-1"], "amd64",
-                                        repo_builder.nvidia_debs([built], "amd64"), tmp_path / "standin")
+    out = repo_builder.build_repository(tmp_path / "repo", ["1.20.0-1"], "amd64", _nvidia_build_of_1_20(tmp_path),
+                                        tmp_path / "standin")
     copy = {s["Package"]: s for s in _stanzas((tmp_path / "standin" / "amd64" / "Packages").read_text())}
     assert sorted(copy) == ["libnvidia-container-tools", "libnvidia-container1", "nvidia-container-toolkit",
                             "nvidia-container-toolkit-base"]
