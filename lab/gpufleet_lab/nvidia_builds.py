@@ -4,9 +4,9 @@ The lab simulates only the GPU and its kernel module. What NVIDIA ships above th
 built here from release tags (each with its committed ``vendor/``, so Go builds it without a network):
 
 - k8s-test-infra's mock NVML (``pkg/gpu/mocknvml``): a ``libnvidia-ml.so`` that NVIDIA's real ``nvidia-smi``,
-  device plugin and operator run on without a GPU. One patch of this repository is applied
-  (``lab/nvidia/patches/k8s-test-infra/``): the library refuses a kernel module of another version, as the
-  driver's library does.
+  device plugin and operator run on without a GPU. The patches of this repository are applied
+  (``lab/nvidia/patches/k8s-test-infra/``), so that it behaves as the driver's library does: it refuses a kernel
+  module of another version, carries its configuration into containers, and blocks in ``nvmlEventSetWait``.
 - the container toolkit's ``nvidia-ctk`` (1.17.8 and 1.20.0), whose ``runtime configure`` is NVIDIA's own writer of
   containerd's configuration: the containerd scenarios compare the role's configuration with it.
 

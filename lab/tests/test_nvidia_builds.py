@@ -81,13 +81,15 @@ def test_the_cache_key_follows_the_patches(tmp_path, monkeypatch):
 
 
 def test_the_lab_patches_of_the_mock_are_there_and_explain_themselves():
-    version, carried = nvidia_builds.patches_of(nvidia_builds.SOURCES["k8s-test-infra"])
-    for patch in (version, carried):
+    version, carried, event_wait = nvidia_builds.patches_of(nvidia_builds.SOURCES["k8s-test-infra"])
+    for patch in (version, carried, event_wait):
         assert patch.read_text().startswith("gpufleet.node lab patch")
     assert "+++ b/pkg/gpu/mocknvml/engine/library_version.go" in version.read_text()
     assert "ERROR_LIB_RM_VERSION_MISMATCH" in version.read_text()
     assert "+++ b/pkg/gpu/mocknvml/engine/embedded_config.go" in carried.read_text()
     assert '+const configFooterMark = "\\n#gpusim-mock-nvml-config:"' in carried.read_text()
+    assert "+++ b/pkg/gpu/mocknvml/bridge/events.go" in event_wait.read_text()
+    assert "+\treturn waitForXid(data, timeoutms)" in event_wait.read_text()
 
 
 def _fake_toolkit_build(monkeypatch, debs):

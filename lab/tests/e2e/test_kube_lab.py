@@ -365,6 +365,20 @@ def on_node(*argv: str) -> str:
     return done.stdout
 
 
+# nvmlEventSetWait on the node's library (NVIDIA's mock there): its return code and the seconds it took.
+EVENT_WAIT = """
+import ctypes, sys, time
+nvml = ctypes.CDLL(sys.argv[1])
+assert nvml.nvmlInit_v2() == 0
+event_set = ctypes.c_void_p()
+assert nvml.nvmlEventSetCreate(ctypes.byref(event_set)) == 0
+data = ctypes.create_string_buffer(64)
+started = time.monotonic()
+print(nvml.nvmlEventSetWait_v2(event_set, data, 700), round(time.monotonic() - started, 2))
+"""
+NVML_ERROR_TIMEOUT = 10
+
+
 def install_nvidias_stack() -> None:
     """What onboarding installs on a lab node NVIDIA's code serves: Debian's driver user space from the lab's mirror,
     then the simulated module reloaded at its version; gpusim follows both (the node's dpkg runs and module loads) and
@@ -386,6 +400,10 @@ def install_nvidias_stack() -> None:
     on_node("/opt/gpusim/bin/gpusim", "reload")
     library = f"/usr/lib/x86_64-linux-gnu/nvidia/current/libnvidia-ml.so.{mirror['driver']['current']}"
     assert "#gpusim-mock-nvml-config:" in on_node("tail", "-c", "40", library), f"{library} is not NVIDIA's mock"
+    # As the driver's library does, the mock waits out the timeout when no event comes (NVIDIA's plugin's health
+    # monitor waits in a loop: a wait that returned at once spun it on a CPU core).
+    code, seconds = on_node("python3", "-c", EVENT_WAIT, library).split()
+    assert int(code) == NVML_ERROR_TIMEOUT and float(seconds) >= 0.65, (code, seconds)
     on_node("env", "DEBIAN_FRONTEND=noninteractive", "apt-get", "install", "-y", "-qq", "--no-install-recommends",
             *(f"{name}=1.20.0-1" for name in ("libnvidia-container1", "libnvidia-container-tools",
                                               "nvidia-container-toolkit-base", "nvidia-container-toolkit")))
