@@ -1,4 +1,4 @@
-"""Make sure a Docker daemon answers: install Debian's docker.io and debootstrap, start dockerd."""
+"""Make sure a Docker daemon answers: install what the lab needs from Debian (docker.io, debootstrap, gnupg, the SSH client), start dockerd."""
 from __future__ import annotations
 
 import shutil
@@ -6,7 +6,8 @@ import subprocess
 
 from gpufleet_lab.proc import LabError, host_apt, run, succeeds, wait_for
 
-APT_PACKAGES = ("docker.io", "debootstrap", "gnupg")
+# openssh-client: the lab reaches nodes over SSH where a test needs it (ssh.py)
+APT_PACKAGES = ("docker.io", "debootstrap", "gnupg", "openssh-client")
 DOCKERD_LOG = "/var/log/gpufleet-dockerd.log"
 
 

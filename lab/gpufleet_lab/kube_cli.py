@@ -7,7 +7,7 @@ import json
 import os
 import time
 
-from gpufleet_lab import binaries, controlplane, inventory, kube, kube_images, node, standins
+from gpufleet_lab import binaries, controlplane, inventory, kube, kube_images, node, ssh, standins
 from gpufleet_lab.common import LabSettings
 from gpufleet_lab.proc import log, run
 
@@ -29,6 +29,9 @@ def add_commands(commands: "argparse._SubParsersAction[argparse.ArgumentParser]"
     add.add_argument("--gpu-userspace", choices=("host", "profile"), default="host",
                      help="host: the simulated GPU host's user space is the driver packages installed on the node "
                           "(none until the driver role ran); profile: the profile's own, for tests of the upper layers")
+    ssh = node_sub.add_parser("ssh", help="turn on a node's sshd (its own host key, the lab's key authorised); print "
+                                          "the Ansible variables that reach it over SSH, host key checked, as JSON")
+    ssh.add_argument("name")
     rm = node_sub.add_parser("rm", help="remove a node")
     rm.add_argument("name")
     kubectl = commands.add_parser("kubectl", help="run the lab's kubectl with the admin kubeconfig")
@@ -73,6 +76,8 @@ def dispatch(args: argparse.Namespace, command_attr: str = "command") -> int:
     elif args.command == "node" and args.node_command == "add":
         node.node_add(args.name, args.gpu_profile, args.kubelet_root_dir, userspace=args.gpu_userspace)
         inventory.write_inventory()
+    elif args.command == "node" and args.node_command == "ssh":
+        print(json.dumps(ssh.enable(args.name), indent=2))
     elif args.command == "node" and args.node_command == "rm":
         node.node_rm(args.name)
         inventory.write_inventory()

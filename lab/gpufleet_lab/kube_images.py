@@ -31,7 +31,9 @@ from gpufleet_lab.proc import LabError, log, run, succeeds
 
 IMAGE_CACHE = Path("/var/cache/gpufleet/kubelab-images")
 NODE_REPOSITORY = "gpufleet-lab/kube-node"
-NODE_PACKAGES: tuple[str, ...] = ("containerd", "iptables", "containernetworking-plugins", "procps")
+NODE_PACKAGES: tuple[str, ...] = ("containerd", "iptables", "containernetworking-plugins", "procps", "openssh-server")
+# sshd stays off, without host keys, until `labctl kube node ssh` turns it on with the node's own key (ssh.py).
+NODE_SSH_OFF = "; rm -f /etc/ssh/ssh_host_*; systemctl disable -q ssh.service"
 PAUSE_IMAGE = "gpufleet-lab/pause:3.4"
 DEVICE_PLUGIN_IMAGE = "gpufleet-lab/device-plugin-sim:0.1.0"
 SMOKE_IMAGE = "gpufleet-lab/gpu-smoke:0.1.0"
@@ -137,12 +139,12 @@ def ensure_node_image(settings: LabSettings) -> str:
     base_id = _image_id(settings.base_image)
     if base_id is None:
         raise LabError(f"base image {settings.base_image} is missing: build it first (make images)")
-    key = content_key([base_id, " ".join(NODE_PACKAGES), APT_SCRIPT, "node-2"])
+    script = APT_SCRIPT.format(packages=" ".join(NODE_PACKAGES)) + NODE_SSH_OFF
+    key = content_key([base_id, script, "node-3"])
     ref = f"{NODE_REPOSITORY}:bookworm-{key}"
     if not _has_key(ref, key):
         log(f"building {ref}")
-        _build_by_commit(settings.base_image, ref, key, APT_SCRIPT.format(packages=" ".join(NODE_PACKAGES)),
-                         {}, ['CMD ["/lib/systemd/systemd"]'])
+        _build_by_commit(settings.base_image, ref, key, script, {}, ['CMD ["/lib/systemd/systemd"]'])
     return ref
 
 
