@@ -37,6 +37,9 @@ OUTCOME_REMEDIES = {
     'deferred': 're-run in the next window',
     'blocked': 're-run once the nodes named are back in service, or raise upgrade_driver_max_unavailable',
     'not started': 're-run once the failed node is fixed',
+    'lost': 'bring the host back and look at it first (dpkg --audit, the loaded module, check.yml): the run lost it in '
+            'this step, and it stays cordoned, the device plugin paused if the step was the driver\'s. Then re-run: the '
+            'rollout resumes at this node',
 }
 
 
@@ -192,7 +195,7 @@ ONBOARD_COLUMNS = ('node', 'result', 'GPU', 'count', 'driver (kernel module / us
 UPGRADE_COLUMNS = ('node', 'result', 'before (running / installed)', 'after (running / user space)', 'state', 'cordoned',
                    'seconds', 'failure')
 # The results that fail upgrade_driver.yml's run.
-UPGRADE_FAILURES = ('failed', 'blocked')
+UPGRADE_FAILURES = ('failed', 'lost', 'blocked')
 
 
 def _or_dash(value):

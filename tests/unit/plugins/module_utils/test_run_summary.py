@@ -173,6 +173,19 @@ def test_none_prints_as_the_templates_printed_it(row: dict, line: str) -> None:
     assert summary.upgrade_summary_markdown([row]).splitlines()[4] == line
 
 
+def test_a_node_that_stopped_answering_is_lost_and_stops_the_rollout() -> None:
+    lost = {"result": "lost", "step": "driver-upgrade-required", "reason": "the host stopped answering"}
+    hosts = dict(HOSTS, h1=dict(HOSTS["h1"], __upgrade_result=lost))
+    plan = {"gpufleet_upgrade_batches": [["h1"], ["h2"]], "gpufleet_upgrade_stopped": "a node of an earlier batch failed (h1)"}
+    rows = summary.upgrade_rows(["h1", "h2"], hosts, plan, READS)
+    assert [(row["result"], row["step"]) for row in rows] == [("lost", "driver-upgrade-required"), ("not started", "")]
+    assert rows[0]["reason"] == "the host stopped answering" and rows[0]["remedy"] == summary.OUTCOME_REMEDIES["lost"]
+    assert "re-run: the rollout resumes at this node" in rows[0]["remedy"]
+    assert rows[1]["reason"] == "a node of an earlier batch failed (h1)"
+    assert summary.upgrade_summary_failure(rows, "/r").startswith(
+        "n1: lost at driver-upgrade-required: the host stopped answering Remedy: bring the host back")
+
+
 def test_the_mig_layout_before_and_after_are_columns_when_a_node_has_one() -> None:
     host = dict(HOSTS["h1"], __upgrade_from=dict(HOSTS["h1"]["__upgrade_from"], mig={"0": "MIG on: 4 x 1g.20gb", "1": "MIG off"}),
                 __mig_layout={"observed": {"0": "MIG off", "1": "MIG off"}},
