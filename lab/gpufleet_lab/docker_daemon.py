@@ -1,4 +1,5 @@
-"""Make sure a Docker daemon answers: install what the lab needs from Debian (docker.io, debootstrap, gnupg, the SSH client), start dockerd."""
+"""Make sure a Docker daemon answers: install what the lab needs from Debian (docker.io, debootstrap, gnupg, the SSH
+client), start dockerd."""
 from __future__ import annotations
 
 import shutil
