@@ -2,18 +2,20 @@
 
 No registry ships kube-apiserver, so the lab compiles the control plane, the kubelet,
 kubectl and the pause binary from Debian bookworm's ``kubernetes`` source package
-(vendored, built with Debian's Go) and caches them outside the checkout, keyed by the
-source version::
+(vendored, built with Debian's Go), with the lab's patches of ``lab/kubernetes/patches``
+applied (each says what it changes and why), and caches them outside the checkout, keyed
+by the source version; ``build.json`` records the patches' key, and other patches rebuild::
 
     <cache root>/<source version>/bin/{kube-apiserver,kube-controller-manager,
                                        kube-scheduler,kubelet,kubectl,pause}
     <cache root>/<source version>/src/   unpacked tree (the device plugin proto comes from it)
 
-The build is skipped when every cached binary answers ``--version``.
+The build is skipped when every cached binary answers ``--version`` and was built with these patches.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -32,7 +34,7 @@ SOURCE_PACKAGE = "kubernetes"
 SOURCE_SUITE = "bookworm"
 DEFAULT_CACHE_ROOT = Path("/var/cache/gpufleet/kubernetes")
 SRC_LIST_PATH = Path("/etc/apt/sources.list.d/gpufleet-lab-kubernetes-src.sources")
-BUILD_PACKAGES: tuple[str, ...] = ("golang-go", "rsync", "jq", "etcd-server", "gcc", "make")
+BUILD_PACKAGES: tuple[str, ...] = ("golang-go", "rsync", "jq", "etcd-server", "gcc", "make", "patch")
 KUBE_COMMANDS: tuple[str, ...] = (
     "kube-apiserver",
     "kube-controller-manager",
@@ -43,10 +45,38 @@ KUBE_COMMANDS: tuple[str, ...] = (
 PAUSE = "pause"
 ALL_BINARIES: tuple[str, ...] = KUBE_COMMANDS + (PAUSE,)
 DEVICE_PLUGIN_PROTO = "staging/src/k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1/api.proto"
+PATCHES_DIR = Path(__file__).resolve().parents[1] / "kubernetes" / "patches"
 
 
 class BuildError(LabError):
     """The binaries could not be built or verified."""
+
+
+def lab_patches(patches_dir: Path = PATCHES_DIR) -> list[Path]:
+    """The lab's patches of the source tree, in the order they apply."""
+    return sorted(patches_dir.glob("*.patch"))
+
+
+def patches_key(patches: Sequence[Path]) -> str:
+    """What the binaries were built with besides the source version: the patches' names and contents."""
+    digest = hashlib.sha256()
+    for patch in patches:
+        digest.update(patch.name.encode() + b"\0" + patch.read_bytes() + b"\0")
+    return digest.hexdigest()[:12]
+
+
+def built_patches_key(work: Path) -> str | None:
+    """The patches' key recorded in ``work/build.json`` (None: no record, or built before the lab patched)."""
+    try:
+        return json.loads((work / "build.json").read_text()).get("patches")
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
+def apply_patches(src: Path, patches: Sequence[Path]) -> None:
+    for patch in patches:
+        log(f"applying {patch.name}")
+        run(["patch", "-p1", "--forward", "--batch", "-i", str(patch)], cwd=src)
 
 
 def cache_root() -> Path:
@@ -233,9 +263,12 @@ def _find_built(src: Path, name: str) -> Path:
 def build_binaries(force: bool = False) -> Path:
     """Build (or reuse) the cached binaries; return the ``bin`` directory."""
     root = cache_root()
+    patches = lab_patches()
+    key = patches_key(patches)
     if not force and root.is_dir():
         for candidate in sorted(root.iterdir(), reverse=True):
-            if verify_bin_dir(candidate / "bin") is not None and (candidate / "src").is_dir():
+            if (built_patches_key(candidate) == key and verify_bin_dir(candidate / "bin") is not None
+                    and (candidate / "src").is_dir()):
                 log(f"cached binaries answer --version: {candidate / 'bin'}")
                 prune_build_output(candidate / "src")
                 return candidate / "bin"
@@ -244,21 +277,12 @@ def build_binaries(force: bool = False) -> Path:
     version = source_version()
     work = root / version
     bin_dir = work / "bin"
-    if not force and verify_bin_dir(bin_dir) is not None:
+    if not force and built_patches_key(work) == key and verify_bin_dir(bin_dir) is not None:
         return bin_dir
-    if not force and (work / "src").is_dir() and all(answers_version(bin_dir / n) for n in KUBE_COMMANDS):
-        build_pause(work / "src", bin_dir / PAUSE, version)
-        versions = verify_bin_dir(bin_dir)
-        if versions is not None:
-            record = work / "build.json"
-            data = json.loads(record.read_text()) if record.is_file() else {"source_version": version}
-            data["versions"] = versions
-            record.write_text(json.dumps(data, indent=2) + "\n")
-            return bin_dir
     work.mkdir(parents=True, exist_ok=True)
-    src = work / "src"
-    if not (src / "Makefile").is_file():
-        src = _unpack_source(version, work)
+    # A fresh tree each time: one built before, or with other patches, is not the tree these patches apply to.
+    src = _unpack_source(version, work)
+    apply_patches(src, patches)
     env = make_environment()
     run(["make", f"WHAT={make_what()}"], cwd=src, env=env, capture=False)
     bin_tmp = work / "bin.tmp"
@@ -276,7 +300,8 @@ def build_binaries(force: bool = False) -> Path:
     elapsed = time.monotonic() - started
     (work / "build.json").write_text(
         json.dumps(
-            {"source_version": version, "versions": versions, "build_seconds": round(elapsed, 1)},
+            {"source_version": version, "versions": versions, "build_seconds": round(elapsed, 1),
+             "patches": key, "patch_files": [patch.name for patch in patches]},
             indent=2,
         )
         + "\n"
@@ -295,13 +320,14 @@ def prune_build_output(src: Path) -> None:
 
 
 def cached_bin_dir() -> Path:
-    """The cached ``bin`` directory whose binaries answer; raise if none."""
+    """The cached ``bin`` directory built with the lab's patches; raise if none."""
     root = cache_root()
+    key = patches_key(lab_patches())
     if root.is_dir():
         for candidate in sorted(root.iterdir(), reverse=True):
-            if (candidate / "bin" / "kube-apiserver").is_file() and (candidate / "build.json").is_file():
+            if (candidate / "bin" / "kube-apiserver").is_file() and built_patches_key(candidate) == key:
                 return candidate / "bin"
-    raise BuildError(f"no built Kubernetes binaries under {root}: run the binaries build first")
+    raise BuildError(f"no Kubernetes binaries built with the lab's patches under {root}: run the binaries build first")
 
 
 def source_dir(bin_dir: Path) -> Path:

@@ -1,6 +1,8 @@
 """Kubernetes lab binaries build: apt source discovery, versions, make and gcc arguments."""
 from __future__ import annotations
 
+import json
+import re
 from pathlib import Path
 
 import pytest
@@ -75,3 +77,38 @@ def test_the_cache_keeps_binaries_and_source_but_not_the_build_tree(tmp_path: Pa
     assert not (src / "_output").exists()
     assert proto.read_text() == "syntax = \"proto3\";"
     binaries.prune_build_output(src)  # nothing left to prune is no error
+
+
+def test_the_patches_key_follows_their_names_and_contents(tmp_path: Path) -> None:
+    first = tmp_path / "0001-a.patch"
+    first.write_text("--- a/x\n+++ b/x\n")
+    key = binaries.patches_key([first])
+    assert binaries.patches_key([first]) == key and len(key) == 12
+    first.write_text("--- a/x\n+++ b/x\n@@ changed\n")
+    assert binaries.patches_key([first]) != key
+    renamed = tmp_path / "0002-a.patch"
+    first.rename(renamed)
+    assert binaries.patches_key([renamed]) not in (key, binaries.patches_key([]))
+    assert binaries.lab_patches(tmp_path) == [renamed]
+
+
+def test_the_lab_patches_the_kubelet_alone_and_says_why() -> None:
+    patches = binaries.lab_patches()
+    assert [patch.name for patch in patches] == ["0001-kubelet-remove-a-deleted-pods-stopped-sandbox-at-housekeeping.patch"]
+    text = patches[0].read_text()
+    assert text.startswith("Lab patch of the kubelet 1.20")
+    assert re.findall(r"^\+\+\+ b/(\S+)", text, flags=re.M) == ["pkg/kubelet/kubelet_pods.go"]
+
+
+def test_only_binaries_built_with_these_patches_are_used(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GPUFLEET_KUBE_CACHE", str(tmp_path))
+    key = binaries.patches_key(binaries.lab_patches())
+    for name, recorded in (("1.20.2-old", None), ("1.20.2-new", key)):
+        (tmp_path / name / "bin").mkdir(parents=True)
+        (tmp_path / name / "bin" / "kube-apiserver").write_text("")
+        (tmp_path / name / "build.json").write_text(json.dumps({"source_version": name, "patches": recorded}))
+    assert binaries.built_patches_key(tmp_path / "1.20.2-old") is None
+    assert binaries.cached_bin_dir() == tmp_path / "1.20.2-new" / "bin"
+    (tmp_path / "1.20.2-new" / "build.json").write_text(json.dumps({"patches": "another"}))
+    with pytest.raises(binaries.BuildError, match="built with the lab's patches"):
+        binaries.cached_bin_dir()
