@@ -336,22 +336,29 @@ def _wait_default_service_account(settings: LabSettings) -> None:
     wait_for("the default ServiceAccount (controller-manager working)", probe, timeout=90)
 
 
+def stop_component(settings: LabSettings, name: str) -> bool:
+    """Stop one component by its pid file (TERM, then KILL after 10 s); False when it was not running."""
+    pid_file = f"{CP_MOUNT}/run/{name}.pid"
+    script = (
+        f"p=$(cat {pid_file} 2>/dev/null) || exit 3; kill -TERM \"$p\" 2>/dev/null || exit 4; "
+        "i=0; while kill -0 \"$p\" 2>/dev/null && [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done; "
+        "kill -KILL \"$p\" 2>/dev/null; rm -f " + pid_file
+    )
+    return docker_exec(settings.control_plane_name, ["sh", "-c", script], check=False).returncode == 0
+
+
 def stop_components(settings: LabSettings) -> list[str]:
     """Stop the components by pid file, in reverse start order; return what was stopped."""
-    stopped: list[str] = []
     if not container_running(settings.control_plane_name):
-        return stopped
-    for name in reversed(COMPONENTS):
-        pid_file = f"{CP_MOUNT}/run/{name}.pid"
-        script = (
-            f"p=$(cat {pid_file} 2>/dev/null) || exit 3; kill -TERM \"$p\" 2>/dev/null || exit 4; "
-            "i=0; while kill -0 \"$p\" 2>/dev/null && [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done; "
-            "kill -KILL \"$p\" 2>/dev/null; rm -f " + pid_file
-        )
-        result = docker_exec(settings.control_plane_name, ["sh", "-c", script], check=False)
-        if result.returncode == 0:
-            stopped.append(name)
-    return stopped
+        return []
+    return [name for name in reversed(COMPONENTS) if stop_component(settings, name)]
+
+
+def stop_api_server(settings: LabSettings) -> None:
+    """A fault for the tests: the API server goes away, the rest of the lab stays (``up`` starts it again)."""
+    if not container_running(settings.control_plane_name) or not stop_component(settings, "kube-apiserver"):
+        raise LabError("kube-apiserver is not running: start the lab first (labctl kube up)")
+    log("kube-apiserver stopped (labctl kube up starts it again)")
 
 
 def remove(settings: LabSettings) -> None:

@@ -19,6 +19,7 @@ def add_commands(commands: "argparse._SubParsersAction[argparse.ArgumentParser]"
     commands.add_parser("images", help="build (or reuse) the lab node image and the pod images (before labs run in parallel)")
     commands.add_parser("up", help="start the control plane (idempotent)")
     commands.add_parser("down", help="remove nodes, control plane, network and state")
+    commands.add_parser("stop-api-server", help="a fault for tests: stop kube-apiserver alone (up starts it again)")
     commands.add_parser("status", help="print the lab's nodes and control-plane state as JSON")
     node_cmd = commands.add_parser("node", help="add or remove a lab node")
     node_sub = node_cmd.add_subparsers(dest="node_command", required=True)
@@ -58,6 +59,8 @@ def dispatch(args: argparse.Namespace, command_attr: str = "command") -> int:
         print(settings.admin_kubeconfig)
     elif args.command == "down":
         kube.down()
+    elif args.command == "stop-api-server":
+        controlplane.stop_api_server(LabSettings.from_env())
     elif args.command == "status":
         settings = LabSettings.from_env()
         ready = (settings.pki_dir / "tokens.csv").is_file() and controlplane.api_ready(settings)
