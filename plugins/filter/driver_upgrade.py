@@ -273,13 +273,17 @@ def daemonsets_without_pause(daemonsets, pause_rule):
 
 def driver_upgrade_stop(nodes, batch, rollout):
     """Why the next batch of the rollout may not start, '' when it may: an earlier reason (C(stopped)), a node of an
-    earlier batch that failed (C(failed)), a maintenance window (C(window), driver_upgrade_window's verdict) that closes
+    earlier batch that failed (C(failed)), the API server's error when the pool's Nodes could not be read
+    (C(api_error)), a maintenance window (C(window), driver_upgrade_window's verdict) that closes
     before a batch of C(node_seconds) could finish unless C(ignore_window), or more GPU nodes (``nodes``, the pool's
     Nodes) out of service than C(max_unavailable) allows once the batch (``batch``, its Node names) is cordoned."""
     if rollout.get('stopped'):
         return rollout['stopped']
     if rollout.get('failed'):
         return 'a node of an earlier batch failed (%s)' % ', '.join(rollout['failed'])
+    if rollout.get('api_error'):
+        return ('the API server did not answer (%s), so the GPU nodes out of service could not be counted'
+                % (rollout['api_error'],))
     window = rollout['window']
     if not (window.get('fits') or rollout.get('ignore_window')):
         return ('the maintenance window closes at %s, before a batch of up to %s s (upgrade_driver_node_seconds) could '

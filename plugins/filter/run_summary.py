@@ -20,5 +20,6 @@ class FilterModule(object):
             'upgrade_summary_rows': _run_summary.upgrade_rows,
             'onboard_summary_markdown': _run_summary.onboard_summary_markdown,
             'upgrade_summary_markdown': _run_summary.upgrade_summary_markdown,
+            'upgrade_summary_failing': _run_summary.upgrade_summary_failing,
             'upgrade_summary_failure': _run_summary.upgrade_summary_failure,
         }

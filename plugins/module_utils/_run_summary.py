@@ -41,6 +41,9 @@ OUTCOME_REMEDIES = {
             'this step, and it stays cordoned, the device plugin paused if the step was the driver\'s. Then re-run: the '
             'rollout resumes at this node',
 }
+# When the API server stopped answering mid-change, the Node keeps the last state the run wrote.
+API_REMEDY = ('bring the API server back, then re-run: the rollout resumes at this node, which stays cordoned with the last '
+              'state the run could write')
 
 
 def _mapping(value):
@@ -66,6 +69,14 @@ def summary_clusters(names, hostvars):
 
 def _read_nodes(node_reads):
     return [node for result in _mapping(node_reads).get('results') or [] for node in _mapping(result).get('nodes') or []]
+
+
+def _unread_nodes(node_reads):
+    """{node name: the API's error} for the Nodes of the reads that returned no nodes (registered with
+    failed_when false, a failed read is told by what it lacks, not by its failed flag)."""
+    return dict((name, str(_mapping(result).get('msg') or 'no answer'))
+                for result in _mapping(node_reads).get('results') or [] if 'nodes' not in _mapping(result)
+                for name in _mapping(_mapping(result).get('item')).get('nodes') or [])
 
 
 def _node_named(nodes, name):
@@ -141,7 +152,14 @@ def _step_times(steps):
     return times, round(steps[-1]['at'] - steps[0]['at'], 1) if len(steps) > 1 else 0
 
 
-def _upgrade_row(name, host, node, planned, stopped):
+def _upgrade_remedy(outcome, result):
+    remedy = UPGRADE_REMEDIES.get(result.get('step'), '') if outcome == 'failed' else OUTCOME_REMEDIES.get(outcome, '')
+    if result.get('api_error'):
+        return API_REMEDY if outcome == 'failed' else '%s; %s' % (API_REMEDY, remedy)
+    return remedy
+
+
+def _upgrade_row(name, host, node, planned, stopped, node_error=''):
     upgrade = host.get('__upgrade') or {}
     upgrade_from = host.get('__upgrade_from') or {}
     labels = _mapping(_mapping(node.get('metadata')).get('labels'))
@@ -149,7 +167,6 @@ def _upgrade_row(name, host, node, planned, stopped):
     result = host.get('__upgrade_result') or {}
     outcome = _upgrade_outcome(name, result, planned, stopped)
     times, seconds = _step_times(host.get('__upgrade_steps') or [])
-    remedy = UPGRADE_REMEDIES.get(result.get('step'), '') if outcome == 'failed' else OUTCOME_REMEDIES.get(outcome, '')
     return {
         'node': upgrade.get('node', name),
         'result': outcome,
@@ -158,11 +175,12 @@ def _upgrade_row(name, host, node, planned, stopped):
         'after': {'running': after.get('kernel_module_version') or '', 'userspace': after.get('userspace_version') or ''},
         'state': labels.get('gpufleet.io/driver-upgrade-state', ''),
         'driver_label': labels.get('gpufleet.io/nvidia-driver', ''),
-        'cordoned': _mapping(node.get('spec')).get('unschedulable', False) if node else False,
+        'cordoned': None if node_error else _mapping(node.get('spec')).get('unschedulable', False) if node else False,
+        'node_read_error': node_error,
         'plugin_paused': labels.get('gpufleet.io/device-plugin', '') == 'paused-for-driver-upgrade',
         'step': result.get('step', ''),
         'reason': result.get('reason', '') or (stopped if outcome in ('blocked', 'deferred', 'not started') else ''),
-        'remedy': remedy,
+        'remedy': _upgrade_remedy(outcome, result),
         'steps': times,
         'seconds': seconds,
         'mig_before': upgrade_from.get('mig') or {},
@@ -175,16 +193,18 @@ def upgrade_rows(names, hostvars, plan, node_reads):
     on the node now), the outcome, the step and reason of a failure with its remedy, and the time of each step.
 
     ``plan``: the plan's host (gpufleet_upgrade_batches, gpufleet_upgrade_stopped); ``node_reads``: a registered loop
-    of gpufleet.node.gpu_cluster_read."""
+    of gpufleet.node.gpu_cluster_read. A Node whose read failed has no state, C(cordoned) None and the API's error in
+    C(node_read_error)."""
     plan = plan or {}
     planned = [host for batch in plan.get('gpufleet_upgrade_batches') or [] for host in batch]
     stopped = plan.get('gpufleet_upgrade_stopped') or ''
     nodes = _read_nodes(node_reads)
+    unread = _unread_nodes(node_reads)
     rows = []
     for name in names:
         host = hostvars[name]
-        node = _node_named(nodes, (host.get('__upgrade') or {}).get('node', name))
-        rows.append(_upgrade_row(name, host, node, planned, stopped))
+        node_name = (host.get('__upgrade') or {}).get('node', name)
+        rows.append(_upgrade_row(name, host, _node_named(nodes, node_name), planned, stopped, unread.get(node_name, '')))
     return rows
 
 
@@ -242,7 +262,12 @@ def _upgrade_cells(row):
     return [row['node'], row['result'],
             '%s / %s' % (_or_dash(row['before']['running']), _or_dash(row['before']['installed'])),
             '%s / %s' % (_or_dash(row['after']['running']), _or_dash(row['after']['userspace'])),
-            _or_dash(row['state']), 'yes' if row['cordoned'] else 'no', row['seconds'], _upgrade_failure_cell(row)]
+            'not read' if row.get('node_read_error') else _or_dash(row['state']), _cordoned_cell(row['cordoned']),
+            row['seconds'], _upgrade_failure_cell(row)]
+
+
+def _cordoned_cell(cordoned):
+    return 'unknown' if cordoned is None else 'yes' if cordoned else 'no'
 
 
 def _step_seconds(row):
@@ -274,8 +299,13 @@ def _upgrade_failure(row):
     return '%s: %s %s%s%s ' % (_printed(row['node']), _printed(row['result']), step, _printed(row['reason']), remedy)
 
 
+def upgrade_summary_failing(rows):
+    """The rows whose result fails upgrade_driver.yml's run (UPGRADE_FAILURES)."""
+    return [row for row in rows if row['result'] in UPGRADE_FAILURES]
+
+
 def upgrade_summary_failure(rows, report_dir):
-    """Why upgrade_driver.yml fails: each failed or blocked node with its step, reason and remedy, then where the
+    """Why upgrade_driver.yml fails: each failed, lost or blocked node with its step, reason and remedy, then where the
     report is."""
-    failures = ''.join(_upgrade_failure(row) for row in rows if row['result'] in UPGRADE_FAILURES)
+    failures = ''.join(_upgrade_failure(row) for row in upgrade_summary_failing(rows))
     return ('%sReport: %s/upgrade-driver-summary.md' % (failures, _printed(report_dir))).strip()

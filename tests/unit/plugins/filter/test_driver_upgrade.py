@@ -250,6 +250,13 @@ def test_an_earlier_reason_or_failure_stops_every_later_batch():
     assert driver_upgrade_stop(FLEET, ['n3'], dict(ROLLOUT, failed=['n1', 'n2'])) == 'a node of an earlier batch failed (n1, n2)'
 
 
+def test_an_api_server_that_does_not_answer_stops_the_rollout():
+    down = dict(ROLLOUT, api_error='Connection refused')
+    assert driver_upgrade_stop([], ['n1'], down) == (
+        'the API server did not answer (Connection refused), so the GPU nodes out of service could not be counted')
+    assert driver_upgrade_stop([], ['n2'], dict(down, failed=['n1'])) == 'a node of an earlier batch failed (n1)'
+
+
 def test_a_window_closing_before_the_batch_could_finish():
     window = {'configured': True, 'fits': False, 'closes_at': '2026-12-06T04:00:00+01:00', 'next_open': '2026-12-12T22:00:00+01:00'}
     assert driver_upgrade_stop(FLEET, ['n1'], dict(ROLLOUT, window=window)) == (

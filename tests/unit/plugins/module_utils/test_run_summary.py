@@ -71,8 +71,8 @@ def test_a_failed_upgrade_row_names_its_step_reason_and_remedy() -> None:
     assert row == {"node": "n1", "result": "failed", "target": "535.261.03",
                    "before": {"running": "535.216.03", "installed": "535.216.03"},
                    "after": {"running": "535.216.03", "userspace": ""}, "state": "upgrade-failed", "driver_label": "535.216.03",
-                   "cordoned": True, "plugin_paused": True, "step": "driver-upgrade-required", "reason": "dpkg failed",
-                   "remedy": summary.UPGRADE_REMEDIES["driver-upgrade-required"],
+                   "cordoned": True, "node_read_error": "", "plugin_paused": True, "step": "driver-upgrade-required",
+                   "reason": "dpkg failed", "remedy": summary.UPGRADE_REMEDIES["driver-upgrade-required"],
                    "steps": [{"step": "cordon", "seconds": 12.3}, {"step": "drain", "seconds": 47.7}], "seconds": 60.1,
                    "mig_before": {}, "mig_after": {}}
 
@@ -182,8 +182,28 @@ def test_a_node_that_stopped_answering_is_lost_and_stops_the_rollout() -> None:
     assert rows[0]["reason"] == "the host stopped answering" and rows[0]["remedy"] == summary.OUTCOME_REMEDIES["lost"]
     assert "re-run: the rollout resumes at this node" in rows[0]["remedy"]
     assert rows[1]["reason"] == "a node of an earlier batch failed (h1)"
+    assert summary.upgrade_summary_failing(rows) == [rows[0]]
+    assert summary.upgrade_summary_failing([dict(rows[1], result=result) for result in ("done", "up to date", "blocked")]) == [
+        dict(rows[1], result="blocked")]
     assert summary.upgrade_summary_failure(rows, "/r").startswith(
         "n1: lost at driver-upgrade-required: the host stopped answering Remedy: bring the host back")
+
+
+@pytest.mark.parametrize("result, remedy", [
+    ("failed", summary.API_REMEDY),
+    ("lost", summary.API_REMEDY + "; " + summary.OUTCOME_REMEDIES["lost"]),
+])
+def test_an_api_server_that_stopped_answering_leaves_the_node_unread(result: str, remedy: str) -> None:
+    failed = {"result": result, "step": "driver-upgrade-required", "reason": "connection refused. The API server did not answer",
+              "api_error": "connection refused"}
+    hosts = {"h1": dict(HOSTS["h1"], __upgrade_result=failed)}
+    reads = {"results": [{"failed": False, "msg": "connection refused", "item": {"nodes": ["n1"]}}]}
+    row = summary.upgrade_rows(["h1"], hosts, {"gpufleet_upgrade_batches": [["h1"]]}, reads)[0]
+    assert (row["result"], row["state"], row["cordoned"], row["node_read_error"], row["remedy"]) == (
+        result, "", None, "connection refused", remedy)
+    line = summary.upgrade_summary_markdown([row]).splitlines()[4]
+    assert line.startswith("| n1 | %s | 535.216.03 / 535.216.03 | 535.216.03 / - | not read | unknown | 60.1 | " % result)
+    assert "Remedy: bring the API server back, then re-run" in line
 
 
 def test_the_mig_layout_before_and_after_are_columns_when_a_node_has_one() -> None:
@@ -201,4 +221,4 @@ def test_the_mig_layout_before_and_after_are_columns_when_a_node_has_one() -> No
 
 def test_the_filters() -> None:
     assert set(FilterModule().filters()) == {"summary_clusters", "onboard_summary_rows", "upgrade_summary_rows", "onboard_summary_markdown",
-                                             "upgrade_summary_markdown", "upgrade_summary_failure"}
+                                             "upgrade_summary_markdown", "upgrade_summary_failing", "upgrade_summary_failure"}
