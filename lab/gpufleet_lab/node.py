@@ -9,11 +9,14 @@ a kubelet (bind-mounted from the build cache) that registers the Node with a cli
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
+import os
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import Any, Iterator
 
 from gpufleet_lab import binaries, controlplane, gpuprofiles, kube_images, package_mirror, pki, standins
 from gpufleet_lab.common import (
@@ -208,9 +211,26 @@ def load_specs(settings: LabSettings) -> list[NodeSpec]:
     return [NodeSpec(**json.loads(p.read_text())) for p in sorted(settings.nodes_dir.glob("*.json"))]
 
 
+@contextlib.contextmanager
+def nodes_lock(settings: LabSettings) -> Iterator[None]:
+    """Held while a node takes its index, gets its certificates, and while the inventory is written: node adds may run
+    at once."""
+    settings.state_dir.mkdir(parents=True, exist_ok=True)
+    with open(settings.state_dir / "nodes.lock", "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
 def _save_spec(settings: LabSettings, spec: NodeSpec) -> None:
+    """Write the spec in one rename: another node's add reads every spec while this one may be writing."""
     settings.nodes_dir.mkdir(parents=True, exist_ok=True)
-    _spec_path(settings, spec.name).write_text(json.dumps(asdict(spec), indent=2) + "\n")
+    path = _spec_path(settings, spec.name)
+    staged = path.with_name(f".{path.name}.{os.getpid()}")
+    staged.write_text(json.dumps(asdict(spec), indent=2) + "\n")
+    staged.replace(path)
 
 
 # --- node lifecycle -------------------------------------------------------------------------
@@ -317,28 +337,29 @@ def node_add(name: str, gpu_profile: str, kubelet_root_dir: str | None = None,
         raise LabError(f"node name {name!r} is the control-plane container's name: choose another")
     if not (settings.pki_dir / "tokens.csv").is_file() or not controlplane.api_ready(settings):
         raise LabError("the lab control plane is not up: run `up` first")
-    existing = {s.name: s for s in load_specs(settings)}
-    if name in existing and container_running(name) and node_ready(settings, name):
-        spec = existing[name]
-        if spec.gpu_profile != gpu_profile or spec.kubelet_root_dir != root_dir:
-            raise LabError(
-                f"node {name} exists with gpu_profile={spec.gpu_profile!r} kubelet_root_dir={spec.kubelet_root_dir!r}: "
-                "remove it first (node rm) to change them")
-        log(f"node {name} is already Ready")
-        return spec
-    if docker_exists("container", name) and name not in existing:
-        raise LabError(f"a container named {name!r} exists and is not a lab node: choose another name")
-    used = {s.index for s in existing.values() if s.name != name}
-    index = existing[name].index if name in existing else next_index(used)
     bin_dir = binaries.cached_bin_dir()
     image = kube_images.ensure_node_image(settings)
     archive = kube_images.ensure_pod_images(settings)
     refusal = gpuprofiles.nvidia_refusal(profile, userspace)
+    with nodes_lock(settings):
+        existing = {s.name: s for s in load_specs(settings)}
+        if name in existing and container_running(name) and node_ready(settings, name):
+            spec = existing[name]
+            if spec.gpu_profile != gpu_profile or spec.kubelet_root_dir != root_dir:
+                raise LabError(
+                    f"node {name} exists with gpu_profile={spec.gpu_profile!r} kubelet_root_dir={spec.kubelet_root_dir!r}: "
+                    "remove it first (node rm) to change them")
+            log(f"node {name} is already Ready")
+            return spec
+        if docker_exists("container", name) and name not in existing:
+            raise LabError(f"a container named {name!r} exists and is not a lab node: choose another name")
+        used = {s.index for s in existing.values() if s.name != name}
+        index = existing[name].index if name in existing else next_index(used)
+        spec = NodeSpec(name=name, gpu_profile=gpu_profile, kubelet_root_dir=root_dir, index=index,
+                        nvidia_software=refusal is None)
+        _save_spec(settings, spec)
     if refusal:
         log(f"node {name}: STAND-INs of NVIDIA's toolkit and device plugin ({refusal})")
-    spec = NodeSpec(name=name, gpu_profile=gpu_profile, kubelet_root_dir=root_dir, index=index,
-                    nvidia_software=refusal is None)
-    _save_spec(settings, spec)
     if docker_exists("container", name):
         run(["docker", "rm", "-f", name])
     _run_container(settings, spec, image, bin_dir)
@@ -350,7 +371,9 @@ def node_add(name: str, gpu_profile: str, kubelet_root_dir: str | None = None,
     standins.install(name, "nvidia" if spec.nvidia_software else "standin")
     if spec.nvidia_software:
         _expose_to_nvidia_software(name)
-    for path, (content, mode) in _node_files(settings, spec).items():
+    with nodes_lock(settings):  # the node's certificates: openssl keeps the CA's serial in one file (ca.srl)
+        files = _node_files(settings, spec)
+    for path, (content, mode) in files.items():
         put_file(name, path, content, mode)
     docker_exec(name, ["systemctl", "restart", "containerd"])
     wait_for(f"containerd in {name}", lambda: docker_exec(

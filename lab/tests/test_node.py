@@ -103,3 +103,14 @@ def test_other_labs_are_kubernetes_labs_other_than_this_one(monkeypatch: pytest.
     assert node.other_labs() == {"kube2"}
     # only containers with a role (node, control plane): molecule's scenario hosts (gpufleet.lab=molecule) run no kubelet
     assert "label=gpufleet.lab.role" in seen[0]
+
+
+def test_specs_are_written_whole_under_the_nodes_lock(tmp_path) -> None:
+    settings = LabSettings(state_dir=tmp_path)
+    with node.nodes_lock(settings):
+        node._save_spec(settings, node.NodeSpec(name="n1", gpu_profile="h100x8", kubelet_root_dir="/var/lib/kubelet", index=1))
+    node._save_spec(settings, node.NodeSpec(name="n1", gpu_profile="h100x8", kubelet_root_dir="/var/lib/kubelet", index=1,
+                                            ip="172.28.240.128"))
+    assert [spec.ip for spec in node.load_specs(settings)] == ["172.28.240.128"]
+    assert sorted(path.name for path in settings.nodes_dir.iterdir()) == ["n1.json"]
+    assert (tmp_path / "nodes.lock").is_file()
