@@ -82,3 +82,9 @@ def test_an_ignored_failure_does_not_say_why():
 def test_why_pytest_failed_is_its_failed_tests():
     log = "....F\n=== short test summary info ===\nFAILED lab/tests/e2e/test_kube_lab.py::test_down - assert 1 == 0\n"
     assert run_stages.what_failed(log) == "FAILED lab/tests/e2e/test_kube_lab.py::test_down - assert 1 == 0"
+
+
+def test_the_longest_lanes_run_at_normal_priority_and_the_others_nicer():
+    assert run_stages.niceness_of("kube") == [] and run_stages.niceness_of("kube3") == []
+    assert run_stages.niceness_of("kube2") == ["nice", "-n", "3"] == run_stages.niceness_of("kube4")
+    assert run_stages.niceness_of("hosts1") == ["nice", "-n", str(run_stages.HOST_LANE_NICENESS)]
