@@ -16,7 +16,7 @@ from typing import Any, Sequence
 
 from gpufleet_lab import kube_images, package_mirror, standins
 from gpufleet_lab.common import REPO_ROOT, LabSettings, write_private
-from gpufleet_lab.node import NodeSpec, load_specs
+from gpufleet_lab.node import NodeSpec, load_specs, nodes_lock
 
 DEFAULT_DIR = REPO_ROOT / ".build" / "lab" / "inventory"
 GPUSIM_PREFIX = "/opt/gpusim"
@@ -164,9 +164,10 @@ def write_inventory(path: Path | str | None = None) -> Path:
     settings = LabSettings.from_env()
     directory = default_dir() if path is None else Path(path)
     directory.mkdir(parents=True, exist_ok=True)
-    specs = load_specs(settings)
-    write_private(directory / "hosts.yml", dump(render_hosts(specs)), 0o644)
-    write_private(directory / "group_vars" / "gpu_nodes.yml", dump(render_group_vars(settings)), 0o644)
+    with nodes_lock(settings):  # node adds that run at once each rewrite it
+        specs = load_specs(settings)
+        write_private(directory / "hosts.yml", dump(render_hosts(specs)), 0o644)
+        write_private(directory / "group_vars" / "gpu_nodes.yml", dump(render_group_vars(settings)), 0o644)
     return directory
 
 

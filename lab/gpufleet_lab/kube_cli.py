@@ -78,14 +78,12 @@ def dispatch(args: argparse.Namespace, command_attr: str = "command") -> int:
         return run(argv, check=False, capture=False, quiet=True).returncode
     elif args.command == "node" and args.node_command == "add":
         node.node_add(args.name, args.gpu_profile, args.kubelet_root_dir, userspace=args.gpu_userspace)
-        with node.nodes_lock(LabSettings.from_env()):
-            inventory.write_inventory()
+        inventory.write_inventory()
     elif args.command == "node" and args.node_command == "ssh":
         print(json.dumps(ssh.enable(args.name), indent=2))
     elif args.command == "node" and args.node_command == "rm":
         node.node_rm(args.name)
-        with node.nodes_lock(LabSettings.from_env()):
-            inventory.write_inventory()
+        inventory.write_inventory()
     elif args.command == "inventory":
         print(inventory.write_inventory(args.path))
     if os.environ.get("GPUFLEET_LAB_TIMING"):
