@@ -99,7 +99,7 @@ EXAMPLES = r'''
 '''
 
 RETURN = r'''
-keys:
+primary_keys:
   description: The primary keys the keyring holds (in check mode, would hold), with their user IDs.
   returned: success
   type: list
@@ -254,7 +254,7 @@ def run_module():
     file_args = module.load_file_common_arguments(module.params)
     file_args['mode'] = file_args['mode'] or '0644'
     changed = module.set_fs_attributes_if_different(file_args, changed)
-    result = dict(changed=changed, keys=keys, fetched=fetched)
+    result = dict(changed=changed, primary_keys=keys, fetched=fetched)
     if module._diff and data != before:
         path = module.params['path']
         result['diff'] = dict(before_header=path, after_header=path, before=_describe(_keys_of(before), before),

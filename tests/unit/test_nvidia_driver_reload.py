@@ -10,6 +10,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -41,7 +42,7 @@ def _render_argv(proc_modules: str, tmp_path: Path) -> list[str]:
         }],
     }]
     (tmp_path / "playbook.yml").write_text(yaml.safe_dump(playbook))
-    ansible_playbook = Path(os.environ.get("VIRTUAL_ENV", REPO / ".venv")) / "bin" / "ansible-playbook"
+    ansible_playbook = Path(sys.executable).with_name("ansible-playbook")  # the ansible-core under test
     if not ansible_playbook.exists():
         ansible_playbook = Path(shutil.which("ansible-playbook") or "ansible-playbook")
     env = dict(os.environ, ANSIBLE_GATHERING="explicit", ANSIBLE_RETRY_FILES_ENABLED="false", ANSIBLE_NOCOLOR="1",

@@ -13,6 +13,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -153,7 +154,7 @@ def rendered(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
         for name, (facts, variables) in CASES.items()
     }
     (work / "inventory.yml").write_text(yaml.safe_dump({"all": {"hosts": hosts}}))
-    ansible_playbook = Path(os.environ.get("VIRTUAL_ENV", REPO / ".venv")) / "bin" / "ansible-playbook"
+    ansible_playbook = Path(sys.executable).with_name("ansible-playbook")  # the ansible-core under test
     if not ansible_playbook.exists():
         ansible_playbook = Path(shutil.which("ansible-playbook") or "ansible-playbook")
     env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=str(work / "collections"), ANSIBLE_GATHERING="explicit",

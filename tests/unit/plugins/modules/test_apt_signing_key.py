@@ -55,8 +55,8 @@ def test_a_given_key_is_written_once_its_fingerprint_matched(tmp_path: Path):
     keyring = tmp_path / "mirror.asc"
     result = run({"path": str(keyring), "content": KEY, "fingerprints": [FPR]})
     assert result["changed"] is True and result["fetched"] is False
-    assert result["keys"] == [{"fingerprint": FPR.replace(" ", ""),
-                               "user_ids": ["gpufleet test lab package mirror (THROWAWAY TEST KEY) <lab@example.invalid>"]}]
+    assert result["primary_keys"] == [{"fingerprint": FPR.replace(" ", ""),
+                                       "user_ids": ["gpufleet test lab package mirror (THROWAWAY TEST KEY) <lab@example.invalid>"]}]
     assert keyring.read_text() == KEY and mode_of(keyring) == 0o644
     assert run({"path": str(keyring), "content": KEY, "fingerprints": [FPR]})["changed"] is False
 
@@ -93,7 +93,7 @@ def test_a_url_key_is_downloaded_once_then_kept_without_a_download(tmp_path: Pat
     assert keyring.read_text() == KEY
     second = run({"path": str(keyring), "url": URL, "fingerprints": [FPR]})
     assert (second["changed"], second["fetched"]) == (False, False)
-    assert second["keys"] == first["keys"]
+    assert second["primary_keys"] == first["primary_keys"]
 
 
 def test_a_keyring_holding_another_key_is_fetched_again_and_checked(tmp_path: Path):
