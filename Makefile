@@ -24,7 +24,7 @@ molecule molecules kubelab-test: export ANSIBLE_STRATEGY_PLUGINS = $(MITOGEN_STR
 molecule molecules kubelab-test: export ANSIBLE_STRATEGY = mitogen_linear
 endif
 
-.PHONY: help venv collection docker images package-mirror nvidia-builds kube-binaries kube-images lab-up lab-down demo bench kubelab-test lint yamllint ansible-lint ansible-lint-artifact docs-lint changelog-lint sanity units molecule molecules test build artifact docs changelog ee-context clean
+.PHONY: help venv collection docker images package-mirror nvidia-builds kube-binaries kube-images lab-up lab-down demo bench kubelab-test lint yamllint ansible-lint ansible-lint-artifact docs-lint changelog-lint sanity units ansible-range molecule molecules test build artifact docs changelog ee-context clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-18s %s\n", $$1, $$2}'
@@ -112,6 +112,17 @@ sanity: venv  ## ansible-test sanity on the collection, no ignore files
 
 units: venv collection  ## unit tests (pytest)
 	$(BIN)/pytest tests/unit lab/tests
+
+# The ends of the supported ansible-core range (meta/runtime.yml), each in a controller container of Debian trixie's
+# Python 3.13 (tests/controllers/<name>.txt; lab/gpufleet_lab/controller.py): sanity, the unit tests and one scenario.
+CONTROLLERS ?= lowest newest
+RANGE_SCENARIO ?= nvidia_driver_gpusim
+ansible-range: export GPUFLEET_PROMTOOL = $(shell lab/labctl promtool)
+ansible-range: venv collection images package-mirror  ## sanity, units and one scenario under the lowest and the newest supported ansible-core (CONTROLLERS="lowest newest")
+	for controller in $(CONTROLLERS); do \
+	  lab/labctl controller $$controller -- sh -ec 'ansible --version | head -1; python3 tests/sanity/run.py; \
+	    pytest -p no:cacheprovider tests/unit; molecule test -s $(RANGE_SCENARIO)'; \
+	done
 
 # The onboard_fleet scenario runs the main job from the installed Galaxy artifact.
 molecule: venv collection images package-mirror $(if $(filter onboard_fleet,$(SCENARIO)),artifact)  ## one scenario: make molecule SCENARIO=name

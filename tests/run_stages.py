@@ -10,7 +10,8 @@ follow once the node images are there too, and the Kubernetes lanes start after 
   network, subnet, API port, state and inventory: lab/README.md). Much of their time is waiting for
   the kubelet (a deleted pod's sandbox goes with the kubelet's garbage collection, once a minute), so they
   overlap well;
-- ``hosts``, ``hosts2``: lint, sanity, unit tests and the scenarios on plain systemd containers, shared out by
+- ``hosts``, ``hosts2``: lint, sanity, unit tests, the same under the supported ansible-core range's ends (``make
+  ansible-range``: a controller container each) and the scenarios on plain systemd containers, shared out by
   their usual duration. They run at a lower priority (``nice``, and a lower CPU weight for their containers),
   so the Kubernetes lanes, the longest, get the CPU first and the host lanes fill the Kubernetes lanes' waits.
 
@@ -54,6 +55,7 @@ HOST_MINUTES = {
     "molecule nvidia_gpu_check_hosts": 2.9, "molecule nvidia_driver_gpusim": 2.7,
     "molecule nvidia_driver_bad_input": 2.5, "molecule containerd_nvidia_v1": 2.4, "molecule default": 1.5,
     "molecule container_toolkit_install": 1.5, "molecule containerd_nvidia_bad_input": 1.3,
+    "ansible-range lowest": 3.1, "ansible-range newest": 4.8,
 }
 
 
@@ -82,9 +84,16 @@ def molecule_scenarios() -> list[str]:
     return sorted(path.parent.name for path in (REPO / "extensions" / "molecule").glob("*/molecule.yml"))
 
 
+def controllers() -> list[str]:
+    """The controllers of the supported ansible-core range's ends (tests/controllers/<name>.txt)."""
+    return sorted(path.stem for path in (REPO / "tests" / "controllers").glob("*.txt"))
+
+
 def argv_of(stage: str) -> list[str]:
     if stage.startswith("molecule "):
         return ["make", "molecule", f"SCENARIO={stage.split(' ', 1)[1]}"]
+    if stage.startswith("ansible-range "):
+        return ["make", "ansible-range", f"CONTROLLERS={stage.split(' ', 1)[1]}"]
     return ["make", stage]
 
 
@@ -96,7 +105,8 @@ def lanes() -> dict[str, tuple[list[str], dict[str, str]]]:
             for index, (name, stages) in enumerate(KUBE_LANES.items())}
     hosts: dict[str, list[str]] = {"hosts": [], "hosts2": []}
     load = {"hosts": 0.0, "hosts2": 0.0}
-    host_stages = ["lint", "sanity", "units"] + [s for s in scenarios if s not in kube_stages]
+    host_stages = (["lint", "sanity", "units"] + [f"ansible-range {name}" for name in controllers()]
+                   + [s for s in scenarios if s not in kube_stages])
     for stage in sorted(host_stages, key=lambda s: -HOST_MINUTES.get(s, 3.0)):
         lane = min(load, key=lambda name: load[name])
         hosts[lane].append(stage)

@@ -6,7 +6,7 @@ import json
 import sys
 from pathlib import Path
 
-from gpufleet_lab import bench, docker_daemon, gpu_usage, images, kube_cli, nvidia_builds, package_mirror, promtool
+from gpufleet_lab import bench, controller, docker_daemon, gpu_usage, images, kube_cli, nvidia_builds, package_mirror, promtool
 from gpufleet_lab.proc import LabError
 
 
@@ -20,6 +20,10 @@ def _parser() -> argparse.ArgumentParser:
     commands.add_parser("package-mirror", help="build (or reuse) the signed local mirror of the packages the tests pin")
     commands.add_parser("nvidia-builds", help="build (or reuse) NVIDIA's own code for the lab from pinned sources "
                         "(the mock NVML)")
+    other = commands.add_parser("controller", help="run a command under another ansible-core and Python, in a "
+                                "controller container (tests/controllers/NAME.txt)")
+    other.add_argument("name", help="the controller: a requirements file's name in tests/controllers (newest)")
+    other.add_argument("argv", nargs=argparse.REMAINDER, help="the command and its arguments, after --")
     commands.add_parser("bench", help="measure the collection on the Kubernetes lab (docs/benchmarks.md)")
     commands.add_parser("promtool", help="print the path of promtool (from Debian's prometheus package, cached)")
     prometheus = commands.add_parser("prometheus", help="a Prometheus server with a known week of dcgm-exporter metrics "
@@ -61,6 +65,8 @@ def main(argv: list[str] | None = None) -> int:
             package_mirror.ensure()
         elif args.command == "nvidia-builds":
             nvidia_builds.ensure_all()
+        elif args.command == "controller":
+            return controller.run_command(args.name, args.argv[1:] if args.argv[:1] == ["--"] else args.argv)
         elif args.command == "bench":
             return bench.main()
         elif args.command == "promtool":

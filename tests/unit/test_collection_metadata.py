@@ -31,16 +31,23 @@ def test_roles_need_the_collections_minimum_ansible_core(role: str) -> None:
     assert str(_yaml(f"roles/{role}/meta/main.yml")["galaxy_info"]["min_ansible_version"]) == _minimum_ansible()
 
 
+def _pinned_ansible_core(requirements: Path) -> str:
+    return next(line.split("==")[1] for line in requirements.read_text().splitlines()
+                if line.startswith("ansible-core=="))
+
+
 def test_the_supported_range_is_the_tested_ansible_core() -> None:
-    """runtime.yml, the execution environment and the tests' pinned ansible-core claim one range, and the tests run
-    inside it: a release no lane tests is not claimed (2.17 and 2.18 fail on the render lookup today)."""
+    """runtime.yml and the execution environment claim one range, and lanes test its ends and the pinned release
+    between them: the lowest release exactly, and a release of the newest minor claimed."""
     from ansible.module_utils.compat.version import LooseVersion  # pylint: disable=import-outside-toplevel
     lowest, below = (part.strip().lstrip(">=<") for part in _yaml("meta/runtime.yml")["requires_ansible"].split(","))
     ee = _yaml("execution-environment.yml")["dependencies"]["ansible_core"]["package_pip"]
-    assert ee == f"ansible-core>={'.'.join(lowest.split('.')[:2])},<{'.'.join(below.split('.')[:2])}"
-    pinned = next(line.split("==")[1] for line in (REPO / "requirements-dev.txt").read_text().splitlines()
-                  if line.startswith("ansible-core=="))
-    assert LooseVersion(lowest) <= LooseVersion(pinned) < LooseVersion(below)
+    assert ee == f"ansible-core>={lowest},<{'.'.join(below.split('.')[:2])}"
+    assert _pinned_ansible_core(REPO / "tests/controllers/lowest.txt") == lowest
+    newest = LooseVersion(_pinned_ansible_core(REPO / "tests/controllers/newest.txt"))
+    major, minor = (int(part) for part in below.split(".")[:2])
+    assert LooseVersion(f"{major}.{minor - 1}") <= newest < LooseVersion(below)
+    assert LooseVersion(lowest) <= LooseVersion(_pinned_ansible_core(REPO / "requirements-dev.txt")) < newest
 
 
 def test_requirements_file_lists_galaxy_dependencies() -> None:

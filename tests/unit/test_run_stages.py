@@ -88,3 +88,11 @@ def test_the_longest_lanes_run_at_normal_priority_and_the_others_nicer():
     assert run_stages.niceness_of("kube") == [] and run_stages.niceness_of("kube3") == []
     assert run_stages.niceness_of("kube2") == ["nice", "-n", "3"] == run_stages.niceness_of("kube4")
     assert run_stages.niceness_of("hosts1") == ["nice", "-n", str(run_stages.HOST_LANE_NICENESS)]
+
+
+def test_each_end_of_the_ansible_core_range_has_a_host_stage():
+    plan = run_stages.lanes()
+    host_stages = [stage for lane, (stages, _env) in plan.items() if lane.startswith("hosts") for stage in stages]
+    assert run_stages.controllers() == ["lowest", "newest"]
+    assert {"ansible-range lowest", "ansible-range newest"} <= set(host_stages)
+    assert run_stages.argv_of("ansible-range newest") == ["make", "ansible-range", "CONTROLLERS=newest"]

@@ -1,0 +1,72 @@
+"""Controller containers: another ansible-core on another Python, reaching the lab as the host's controller does."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from gpufleet_lab import controller
+from gpufleet_lab.common import REPO_ROOT
+from gpufleet_lab.proc import LabError
+
+
+def test_each_end_of_the_range_has_a_requirements_file_pinning_ansible_core():
+    for name in ("lowest", "newest"):
+        pins = [line for line in controller.requirements(name).read_text().splitlines()
+                if line.startswith("ansible-core==")]
+        assert len(pins) == 1, name
+
+
+def test_an_unknown_controller_names_the_known_ones():
+    with pytest.raises(LabError, match=r"no controller 'oldest'.*known: lowest, newest"):
+        controller.requirements("oldest")
+
+
+def test_the_image_key_follows_the_base_image_and_the_requirements():
+    key = controller.image_key("sha256:a", "ansible-core==2.21.6\n")
+    assert key == controller.image_key("sha256:a", "ansible-core==2.21.6\n")
+    assert key != controller.image_key("sha256:b", "ansible-core==2.21.6\n")
+    assert key != controller.image_key("sha256:a", "ansible-core==2.21.5\n")
+
+
+def test_only_the_runs_own_settings_pass_into_the_controller():
+    environ = {"ANSIBLE_COLLECTIONS_PATH": "/c", "GPUFLEET_LAB_NAME": "kube2", "MOLECULE_DEBUG": "1", "CI": "true",
+               "PY_COLORS": "0", "PATH": "/host/bin", "HOME": "/root", "VIRTUAL_ENV": "/venv"}
+    assert controller.passed_env(environ) == {"ANSIBLE_COLLECTIONS_PATH": "/c", "GPUFLEET_LAB_NAME": "kube2",
+                                              "MOLECULE_DEBUG": "1", "CI": "true", "PY_COLORS": "0"}
+
+
+def _options(argv: list[str], flag: str) -> list[str]:
+    return [argv[i + 1] for i, arg in enumerate(argv) if arg == flag]
+
+
+def test_the_controller_reaches_the_checkout_and_docker_as_the_host_does(monkeypatch):
+    monkeypatch.setattr(controller.shutil, "which", lambda name: "/usr/bin/docker")
+    monkeypatch.setattr(controller.os, "nice", lambda increment: 0)
+    argv = controller.run_argv("gpufleet-lab/controller:newest-abc", "newest", ["pytest", "tests/unit"],
+                               REPO_ROOT, {"GPUFLEET_LAB_NAME": "kube2"})
+    assert _options(argv, "--network") == ["host"]
+    volumes = _options(argv, "-v")
+    assert f"{REPO_ROOT}:{REPO_ROOT}" in volumes
+    assert "/var/run/docker.sock:/var/run/docker.sock" in volumes
+    assert "/usr/bin/docker:/usr/local/bin/docker:ro" in volumes
+    assert f"{controller.HOME_CACHE / 'newest-abc'}:/root" in volumes
+    assert "GPUFLEET_LAB_NAME=kube2" in _options(argv, "-e")
+    assert _options(argv, "-w") == [str(REPO_ROOT)]
+    assert argv[-3:] == ["gpufleet-lab/controller:newest-abc", "pytest", "tests/unit"]
+    assert "--cpu-shares" not in argv
+
+
+def test_a_run_at_lower_priority_stays_lower_inside_the_controller(monkeypatch):
+    monkeypatch.setattr(controller.shutil, "which", lambda name: "/usr/bin/docker")
+    monkeypatch.setattr(controller.os, "nice", lambda increment: 10)
+    argv = controller.run_argv("gpufleet-lab/controller:newest-abc", "newest", ["pytest"], Path("/x"),
+                               {"GPUFLEET_TEST_CPU_SHARES": "256"})
+    assert _options(argv, "--cpu-shares") == ["256"]
+    assert argv[-4:] == ["nice", "-n", "10", "pytest"]
+
+
+def test_no_docker_cli_is_a_clear_error(monkeypatch):
+    monkeypatch.setattr(controller.shutil, "which", lambda name: None)
+    with pytest.raises(LabError, match="docker CLI is not on PATH"):
+        controller.run_argv("t:k", "newest", ["true"], Path("/x"), {})
