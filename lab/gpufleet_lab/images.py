@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gpufleet_lab import apt_mirror
-from gpufleet_lab.proc import run, succeeds
+from gpufleet_lab.proc import exclusive, run, succeeds
 
 CACHE_DIR = Path("/var/cache/gpufleet/images")
 REPOSITORY = "gpufleet-lab/node"
@@ -81,11 +81,13 @@ def _debootstrap_to_tarball(spec: ImageSpec) -> None:
 def ensure(release: str) -> str:
     """Make `gpufleet-lab/node:<release>` exist; reuse the image, else the cached tarball, else build."""
     spec = ImageSpec(release=release, mirrors=apt_mirror.host_mirrors())
-    if not succeeds(["docker", "image", "inspect", spec.keyed_tag]):
-        if not spec.tarball.exists():
-            _debootstrap_to_tarball(spec)
-        run(["docker", "import", str(spec.tarball), spec.keyed_tag], capture=False)
-    run(["docker", "tag", spec.keyed_tag, spec.tag], quiet=True)
+    # make test's lanes may ask at once (the trixie controllers of both ends of the ansible-core range).
+    with exclusive(CACHE_DIR / f".{release}.lock"):
+        if not succeeds(["docker", "image", "inspect", spec.keyed_tag]):
+            if not spec.tarball.exists():
+                _debootstrap_to_tarball(spec)
+            run(["docker", "import", str(spec.tarball), spec.keyed_tag], capture=False)
+        run(["docker", "tag", spec.keyed_tag, spec.tag], quiet=True)
     print(f"{spec.tag} = {spec.keyed_tag}", flush=True)
     return spec.tag
 
