@@ -9,8 +9,6 @@ the package index) in a home directory cached per image.
 """
 from __future__ import annotations
 
-import hashlib
-import json
 import os
 import shutil
 import subprocess
@@ -19,12 +17,13 @@ from typing import Sequence
 
 from gpufleet_lab import images
 from gpufleet_lab.common import REPO_ROOT
-from gpufleet_lab.proc import LabError, log, run, succeeds
+from gpufleet_lab.proc import LabError, log
 
 REPOSITORY = "gpufleet-lab/controller"
 RELEASE = "trixie"
 REQUIREMENTS_DIR = REPO_ROOT / "tests" / "controllers"
-PACKAGES = ("python3-venv", "make", "git", "gpgv", "ca-certificates")
+# git: the sanity runner copies the files git tracks; gpgv: a unit test checks the stand-ins' signatures.
+PACKAGES = ("python3-venv", "git", "gpgv", "ca-certificates")
 VENV = "/opt/ansible"
 HOME_CACHE = Path("/var/cache/gpufleet/controller")
 # pip in the build container trusts what the host trusts (a site's own CA in front of the package index included).
@@ -40,11 +39,6 @@ def requirements(name: str) -> Path:
     return path
 
 
-def image_key(base_id: str, requirements_text: str) -> str:
-    payload = json.dumps({"base": base_id, "packages": PACKAGES, "requirements": requirements_text}, sort_keys=True)
-    return hashlib.sha256(payload.encode()).hexdigest()[:12]
-
-
 def _pip_options() -> list[str]:
     options = [arg for name in PIP_SETTINGS if os.environ.get(name) for arg in ("-e", f"{name}={os.environ[name]}")]
     if HOST_CA_BUNDLE.is_file():
@@ -56,24 +50,11 @@ def _pip_options() -> list[str]:
 def ensure(name: str) -> str:
     """The tag of controller ``name``'s image, built when no image has its key."""
     text = requirements(name).read_text()
-    base = images.ensure(RELEASE)
-    base_id = run(["docker", "image", "inspect", "--format", "{{.Id}}", base], quiet=True).stdout.strip()
-    tag = f"{REPOSITORY}:{name}-{image_key(base_id, text)}"
-    if succeeds(["docker", "image", "inspect", tag]):
-        return tag
-    log(f"building {tag} (Debian {RELEASE}, {requirements(name).relative_to(REPO_ROOT)})")
-    container = f"gpufleet-controller-build-{os.getpid()}"
-    run(["docker", "rm", "-f", container], check=False, quiet=True)
     script = ("apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "
               f"{' '.join(PACKAGES)} >/dev/null && apt-get clean && python3 -m venv {VENV} "
               f"&& {VENV}/bin/pip install -q --disable-pip-version-check -r /dev/stdin && rm -rf /root/.cache")
-    try:
-        run(["docker", "run", "-i", "--name", container, "--network", "host", *_pip_options(), base,
-             "sh", "-ec", script], input_text=text, capture=False)
-        run(["docker", "commit", container, tag], quiet=True)
-    finally:
-        run(["docker", "rm", "-f", container], check=False, quiet=True)
-    return tag
+    return images.derived(RELEASE, REPOSITORY, {"packages": PACKAGES, "requirements": text}, script,
+                          tag_prefix=f"{name}-", options=("--network", "host", *_pip_options()), input_text=text)
 
 
 def run_argv(tag: str, name: str, command: Sequence[str], cwd: Path, env: dict[str, str]) -> list[str]:
@@ -89,13 +70,12 @@ def run_argv(tag: str, name: str, command: Sequence[str], cwd: Path, env: dict[s
     weight = ["--cpu-shares", env["GPUFLEET_TEST_CPU_SHARES"]] if env.get("GPUFLEET_TEST_CPU_SHARES") else []
     niceness = os.nice(0)
     command = ["nice", "-n", str(niceness), *command] if niceness > 0 else list(command)
-    return ["docker", "run", "--rm", "--network", "host", "--name", f"gpufleet-controller-{name}-{os.getpid()}", *weight,
-            "-v", "/var/run/docker.sock:/var/run/docker.sock", "-v", f"{docker_cli}:/usr/local/bin/docker:ro",
+    return ["docker", "run", "--rm", "--network", "host", "--name", f"gpufleet-controller-{name}-{os.getpid()}",
+            *weight, "-v", "/var/run/docker.sock:/var/run/docker.sock", "-v", f"{docker_cli}:/usr/local/bin/docker:ro",
             "-v", f"{REPO_ROOT}:{REPO_ROOT}", "-v", "/var/cache/gpufleet:/var/cache/gpufleet",
             "-v", f"{home}:/root", "-w", str(cwd),
             "-e", f"PATH={VENV}/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", *_pip_options(),
-            *passed,
-            tag, *command]
+            *passed, tag, *command]
 
 
 PASSED_ENV_PREFIXES = ("ANSIBLE_", "GPUFLEET_", "MOLECULE_")

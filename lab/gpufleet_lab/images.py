@@ -4,13 +4,14 @@ from __future__ import annotations
 import concurrent.futures
 import hashlib
 import json
+import os
 import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 from gpufleet_lab import apt_mirror
-from gpufleet_lab.proc import exclusive, run, succeeds
+from gpufleet_lab.proc import exclusive, log, run, succeeds
 
 CACHE_DIR = Path("/var/cache/gpufleet/images")
 REPOSITORY = "gpufleet-lab/node"
@@ -90,6 +91,27 @@ def ensure(release: str) -> str:
         run(["docker", "tag", spec.keyed_tag, spec.tag], quiet=True)
     print(f"{spec.tag} = {spec.keyed_tag}", flush=True)
     return spec.tag
+
+
+def derived(release: str, repository: str, key_parts: object, script: str, *, tag_prefix: str = "",
+            options: tuple[str, ...] = (), input_text: str | None = None) -> str:
+    """An image of the lab's ``release`` image with ``script`` (sh) run in it, committed once per key: the base
+    image's id and ``key_parts``. ``options`` go to ``docker run``; ``input_text`` is the script's standard input."""
+    base = ensure(release)
+    base_id = run(["docker", "image", "inspect", "--format", "{{.Id}}", base], quiet=True).stdout.strip()
+    tag = f"{repository}:{tag_prefix}{hashlib.sha256(json.dumps([base_id, key_parts]).encode()).hexdigest()[:12]}"
+    if succeeds(["docker", "image", "inspect", tag]):
+        return tag
+    log(f"building {tag} (Debian {release})")
+    container = f"gpufleet-image-build-{os.getpid()}"
+    run(["docker", "rm", "-f", container], check=False, quiet=True)
+    try:
+        run(["docker", "run", *(["-i"] if input_text is not None else []), "--name", container, *options, base,
+             "sh", "-ec", script], input_text=input_text, capture=False)
+        run(["docker", "commit", container, tag], quiet=True)
+    finally:
+        run(["docker", "rm", "-f", container], check=False, quiet=True)
+    return tag
 
 
 def ensure_all(releases: list[str]) -> list[str]:

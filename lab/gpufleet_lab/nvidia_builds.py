@@ -31,7 +31,7 @@ import yaml
 
 from gpufleet_lab import images
 from gpufleet_lab.common import REPO_ROOT, replace_link
-from gpufleet_lab.proc import LabError, exclusive, log, run, succeeds
+from gpufleet_lab.proc import LabError, exclusive, log, run
 
 CACHE = Path("/var/cache/gpufleet/nvidia")
 LINKS = REPO_ROOT / ".build" / "nvidia"
@@ -145,23 +145,9 @@ def build_key(source: Source) -> str:
 
 def builder_image() -> str:
     """The Go build container image: the lab's sid image with Debian's Go and a C toolchain (cgo)."""
-    base = images.ensure("sid")
-    base_id = run(["docker", "image", "inspect", "--format", "{{.Id}}", base], quiet=True).stdout.strip()
-    key = hashlib.sha256(json.dumps([base_id, BUILDER_PACKAGES]).encode()).hexdigest()[:12]
-    tag = f"{BUILDER_IMAGE}:{key}"
-    if succeeds(["docker", "image", "inspect", tag]):
-        return tag
-    log(f"building {tag} (Debian sid, {', '.join(BUILDER_PACKAGES)})")
-    name = f"gpufleet-go-builder-{os.getpid()}"
-    run(["docker", "rm", "-f", name], check=False, quiet=True)
-    try:
-        run(["docker", "run", "--name", name, base, "sh", "-c",
-             "apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "
-             + " ".join(BUILDER_PACKAGES) + " >/dev/null && apt-get clean"])
-        run(["docker", "commit", name, tag], quiet=True)
-    finally:
-        run(["docker", "rm", "-f", name], check=False, quiet=True)
-    return tag
+    script = ("apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "
+              + " ".join(BUILDER_PACKAGES) + " >/dev/null && apt-get clean")
+    return images.derived("sid", BUILDER_IMAGE, BUILDER_PACKAGES, script)
 
 
 def build_in_container(tree: Path, script: str) -> None:

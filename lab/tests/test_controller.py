@@ -1,11 +1,12 @@
 """Controller containers: another ansible-core on another Python, reaching the lab as the host's controller does."""
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import pytest
 
-from gpufleet_lab import controller
+from gpufleet_lab import controller, images
 from gpufleet_lab.common import REPO_ROOT
 from gpufleet_lab.proc import LabError
 
@@ -22,11 +23,28 @@ def test_an_unknown_controller_names_the_known_ones():
         controller.requirements("oldest")
 
 
-def test_the_image_key_follows_the_base_image_and_the_requirements():
-    key = controller.image_key("sha256:a", "ansible-core==2.21.6\n")
-    assert key == controller.image_key("sha256:a", "ansible-core==2.21.6\n")
-    assert key != controller.image_key("sha256:b", "ansible-core==2.21.6\n")
-    assert key != controller.image_key("sha256:a", "ansible-core==2.21.5\n")
+def test_the_image_is_built_once_per_base_image_and_requirements(monkeypatch):
+    built, images_there = [], set()
+    monkeypatch.setattr(images, "ensure", lambda release: f"gpufleet-lab/node:{release}")
+    monkeypatch.setattr(images, "succeeds", lambda argv: argv[-1] in images_there)
+
+    def fake_run(argv, **kwargs):
+        if argv[:3] == ["docker", "image", "inspect"]:
+            return subprocess.CompletedProcess(argv, 0, stdout=base_id[0] + "\n", stderr="")
+        if argv[:2] == ["docker", "commit"]:
+            images_there.add(argv[-1])
+            built.append(argv[-1])
+        if argv[:2] == ["docker", "run"]:
+            assert kwargs["input_text"] == controller.requirements("newest").read_text()
+        return subprocess.CompletedProcess(argv, 0, stdout="", stderr="")
+
+    monkeypatch.setattr(images, "run", fake_run)
+    base_id = ["sha256:a"]
+    first = controller.ensure("newest")
+    assert first.startswith("gpufleet-lab/controller:newest-") and controller.ensure("newest") == first
+    base_id[0] = "sha256:b"
+    assert controller.ensure("newest") != first
+    assert len(built) == 2
 
 
 def test_only_the_runs_own_settings_pass_into_the_controller():
