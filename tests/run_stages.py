@@ -10,8 +10,8 @@ follow once the node images are there too, and the Kubernetes lanes start after 
   network, subnet, API port, state and inventory: lab/README.md). Much of their time is waiting for
   the kubelet (a deleted pod's sandbox goes with the kubelet's garbage collection, once a minute), so they
   overlap well;
-- ``hosts``, ``hosts2``: lint, sanity, unit tests, the same under the supported ansible-core range's ends (``make
-  ansible-range``: a controller container each) and the scenarios on plain systemd containers, shared out by
+- ``hosts``, ``hosts2``: lint, sanity, unit tests, the same under the newest supported ansible-core (``make
+  ansible-range``: a controller container) and the scenarios on plain systemd containers, shared out by
   their usual duration. They run at a lower priority (``nice``, and a lower CPU weight for their containers),
   so the Kubernetes lanes, the longest, get the CPU first and the host lanes fill the Kubernetes lanes' waits.
 
@@ -55,7 +55,7 @@ HOST_MINUTES = {
     "molecule nvidia_gpu_check_hosts": 2.9, "molecule nvidia_driver_gpusim": 2.7,
     "molecule nvidia_driver_bad_input": 2.5, "molecule containerd_nvidia_v1": 2.4, "molecule default": 1.5,
     "molecule container_toolkit_install": 1.5, "molecule containerd_nvidia_bad_input": 1.3,
-    "ansible-range lowest": 3.1, "ansible-range newest": 4.8,
+    "ansible-range newest": 4.8,
 }
 
 
