@@ -23,7 +23,7 @@ def _yaml(name: str) -> dict:
 def _minimum_ansible() -> str:
     requires = _yaml("meta/runtime.yml")["requires_ansible"]
     assert requires.startswith(">="), requires
-    return ".".join(requires[2:].split(",")[0].strip().split(".")[:2])
+    return requires[2:].split(",")[0].strip()
 
 
 @pytest.mark.parametrize("role", ROLES)
