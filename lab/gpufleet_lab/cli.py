@@ -6,7 +6,8 @@ import json
 import sys
 from pathlib import Path
 
-from gpufleet_lab import bench, controller, docker_daemon, gpu_usage, images, kube_cli, nvidia_builds, package_mirror, promtool
+from gpufleet_lab import (bench, controller, docker_daemon, gpu_usage, images, kube_cli, nvidia_builds, package_mirror,
+                          promtool)
 from gpufleet_lab.proc import LabError
 
 

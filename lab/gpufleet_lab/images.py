@@ -82,7 +82,7 @@ def _debootstrap_to_tarball(spec: ImageSpec) -> None:
 def ensure(release: str) -> str:
     """Make `gpufleet-lab/node:<release>` exist; reuse the image, else the cached tarball, else build."""
     spec = ImageSpec(release=release, mirrors=apt_mirror.host_mirrors())
-    # make test's lanes may ask at once (the trixie controllers of both ends of the ansible-core range).
+    # make test's lanes may ask for one release at once (the Go builder's sid, the controller's trixie).
     with exclusive(CACHE_DIR / f".{release}.lock"):
         if not succeeds(["docker", "image", "inspect", spec.keyed_tag]):
             if not spec.tarball.exists():
