@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
+
+import artifact as artifact_tool  # tools/artifact.py (pytest.ini puts tools/ on the path)
 
 REPO = Path(__file__).resolve().parents[2]
 ROLE = REPO / "roles" / "nvidia_driver"
@@ -42,9 +42,7 @@ def _render_argv(proc_modules: str, tmp_path: Path) -> list[str]:
         }],
     }]
     (tmp_path / "playbook.yml").write_text(yaml.safe_dump(playbook))
-    ansible_playbook = Path(sys.executable).with_name("ansible-playbook")  # the ansible-core under test
-    if not ansible_playbook.exists():
-        ansible_playbook = Path(shutil.which("ansible-playbook") or "ansible-playbook")
+    ansible_playbook = artifact_tool.tool("ansible-playbook")  # the ansible-core under test
     env = dict(os.environ, ANSIBLE_GATHERING="explicit", ANSIBLE_RETRY_FILES_ENABLED="false", ANSIBLE_NOCOLOR="1",
                ANSIBLE_LOCALHOST_WARNING="false", ANSIBLE_INVENTORY_UNPARSED_WARNING="false")
     env.pop("ANSIBLE_CONFIG", None)

@@ -13,11 +13,12 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
+
+import artifact as artifact_tool  # tools/artifact.py (pytest.ini puts tools/ on the path)
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -154,9 +155,7 @@ def rendered(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
         for name, (facts, variables) in CASES.items()
     }
     (work / "inventory.yml").write_text(yaml.safe_dump({"all": {"hosts": hosts}}))
-    ansible_playbook = Path(sys.executable).with_name("ansible-playbook")  # the ansible-core under test
-    if not ansible_playbook.exists():
-        ansible_playbook = Path(shutil.which("ansible-playbook") or "ansible-playbook")
+    ansible_playbook = artifact_tool.tool("ansible-playbook")  # the ansible-core under test
     env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=str(work / "collections"), ANSIBLE_GATHERING="explicit",
                ANSIBLE_RETRY_FILES_ENABLED="false", ANSIBLE_FORKS="8", ANSIBLE_NOCOLOR="1")
     env.pop("ANSIBLE_CONFIG", None)
