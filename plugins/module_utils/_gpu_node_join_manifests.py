@@ -35,20 +35,36 @@ DEFAULT_CONFIG = 'default'
 AVAILABLE_CONFIGS_DIR = '/available-configs'
 SELECTED_CONFIG_DIR = '/config'
 CONFIG_MANAGER = 'nvidia-device-plugin-config-manager'
+PLUGIN_CONTAINER = 'nvidia-device-plugin-ctr'
 SERVICE_ACCOUNT_DIR = '/var/run/secrets/kubernetes.io/serviceaccount'
+MIG_STRATEGY_LINE = re.compile(r'^[ \t]*migStrategy:[ \t]*(\S+)', re.M)
 
 
 def _yaml_bool(value):
     return 'true' if value else 'false'
 
 
-def plugin_needs_sys_admin(settings):
-    """Whether the plugin's container gets SYS_ADMIN.
+def plugin_needs_sys_admin(settings, mig_monitored):
+    """Whether the plugin's container gets SYS_ADMIN (``mig_monitored``: whether the plugin of some node may run a MIG
+    strategy, mig_monitored()).
 
     NVIDIA's chart adds SYS_ADMIN for volume-mounts and MIG; here also for cdi-annotations, whose runtime (cdi mode)
     applies the same envvar rule to the plugin's own NVIDIA_VISIBLE_DEVICES=all. Only the envvar strategy, whose
     runtime accepts that variable from any container, runs the plugin without any capability."""
-    return settings['device_list_strategy'] != 'envvar' or settings['mig_strategy'] != 'none'
+    return settings['device_list_strategy'] != 'envvar' or mig_monitored
+
+
+def config_mig_strategy(config_text):
+    """The MIG strategy a configuration of the plugin sets (the plugin's default, none, when it sets none)."""
+    found = MIG_STRATEGY_LINE.search(config_text or '')
+    return found.group(1).strip('\'"') if found else 'none'
+
+
+def mig_monitored(config_data):
+    """Whether any configuration of the ConfigMap (``config_data``: config_map_data()) runs a MIG strategy: the one
+    DaemonSet serves every node, so its pods get the MIG monitor devices, and SYS_ADMIN, when any node may need them
+    (NVIDIA's chart decides the same from its configurations)."""
+    return any(config_mig_strategy(text) != 'none' for text in config_data.values())
 
 
 def time_slicing(settings):
@@ -89,14 +105,15 @@ def config_sha256(config_text):
 
 def shared_config(settings):
     """The configuration of the nodes that select no named one: with named configurations, always one without
-    time-slicing (a node shares its GPUs only through a named configuration), so that every host knows the shared
-    configuration, and its hash in the DaemonSet's pods, from the settings the fleet agrees on."""
+    time-slicing and with MIG strategy none (a node shares its GPUs, or has the plugin serve MIG devices, only through a
+    named configuration), so that every host knows the shared configuration, and its hash in the DaemonSet's pods, from
+    the settings the fleet agrees on."""
     if not settings['named_configs']:
         return device_plugin_config(settings)
-    unshared = dict(settings)
-    unshared.update(time_slicing_replicas=0, time_slicing_rename_by_default=False,
-                    time_slicing_fail_requests_greater_than_one=False)
-    return device_plugin_config(unshared)
+    plain = dict(settings)
+    plain.update(mig_strategy='none', time_slicing_replicas=0, time_slicing_rename_by_default=False,
+                 time_slicing_fail_requests_greater_than_one=False)
+    return device_plugin_config(plain)
 
 
 def shared_config_key(settings):
@@ -181,14 +198,14 @@ def _config_file(settings):
     return (SELECTED_CONFIG_DIR if settings['named_configs'] else CONFIG_DIR) + '/config.yaml'
 
 
-def _plugin_env(settings):
+def _plugin_env(mig_monitored, settings):
     env = [
         {'name': 'CONFIG_FILE', 'value': _config_file(settings)},
         # The plugin reaches NVML through the GPUs the container runtime injects into its own container.
         {'name': 'NVIDIA_VISIBLE_DEVICES', 'value': 'all'},
         {'name': 'NVIDIA_DRIVER_CAPABILITIES', 'value': 'compute,utility'},
     ]
-    if settings['mig_strategy'] != 'none':
+    if mig_monitored:
         env.append({'name': 'NVIDIA_MIG_MONITOR_DEVICES', 'value': 'all'})
     env += [{'name': str(name), 'value': str(value)} for name, value in settings['extra_env'].items()]
     return env
@@ -243,16 +260,16 @@ def _plugin_volumes(plugin_dir, settings):
     return volumes
 
 
-def _plugin_container(settings):
+def _plugin_container(mig_monitored, settings):
     # The runtime treats a container with CAP_SYS_ADMIN in its bounding set as privileged: only then does it honour
     # the plugin's own NVIDIA_VISIBLE_DEVICES=all (and MIG monitor devices) when it refuses that variable from
     # unprivileged containers.
-    capabilities_added = ['SYS_ADMIN'] if plugin_needs_sys_admin(settings) else []
+    capabilities_added = ['SYS_ADMIN'] if plugin_needs_sys_admin(settings, mig_monitored) else []
     return {
-        'name': 'nvidia-device-plugin-ctr',
+        'name': PLUGIN_CONTAINER,
         'image': str(settings['image']),
         'imagePullPolicy': settings['pull_policy'],
-        'env': _plugin_env(settings),
+        'env': _plugin_env(mig_monitored, settings),
         'securityContext': _restricted_security_context(capabilities_added),
         'resources': {'requests': {'cpu': '10m', 'memory': '32Mi'}, 'limits': {'memory': '256Mi'}},
         'volumeMounts': _plugin_volume_mounts(settings),
@@ -313,9 +330,10 @@ def daemonset_name(slug):
     return 'nvidia-device-plugin-' + re.sub('[^a-z0-9-]', '-', slug.lower())
 
 
-def daemonset(target, config_hash, settings):
+def daemonset(target, config_hash, mig_monitored, settings):
     """The plugin's DaemonSet for ``target`` (C(dir): the kubelet's device-plugins directory on its nodes, C(slug): the
-    label value that names it), its pods annotated with ``config_hash`` (the sha256 of the configuration)."""
+    label value that names it), its pods annotated with ``config_hash`` (the sha256 of the shared configuration) and
+    ready for MIG devices when ``mig_monitored`` (mig_monitored())."""
     dir_label = settings['label_prefix'] + '/device-plugin-dir'
     pod_labels = {'app.kubernetes.io/name': settings['app_label'], dir_label: str(target['slug'])}
     node_selector = dict(settings['pool_labels'])
@@ -330,7 +348,7 @@ def daemonset(target, config_hash, settings):
         'nodeSelector': node_selector,
         'affinity': _not_paused(settings),
         'tolerations': _pool_tolerations(settings),
-        'containers': [_plugin_container(settings)],
+        'containers': [_plugin_container(mig_monitored, settings)],
         'volumes': _plugin_volumes(target['dir'], settings),
     })
     if settings['named_configs']:
@@ -412,7 +430,7 @@ def cluster_objects(targets, config_data, settings):
         objects += config_manager_access(settings)
     objects.append(config_map(config_data, settings))
     config_hash = config_sha256(config_data[shared_config_key(settings)])
-    objects += [daemonset(target, config_hash, settings) for target in targets]
+    objects += [daemonset(target, config_hash, mig_monitored(config_data), settings) for target in targets]
     return objects
 
 
@@ -449,8 +467,17 @@ def _registration_layer(waited, settings):
             % (waited['plugin_dir'], waited['kubelet_root_dir'], _runtime_class_in_use(settings)))
 
 
-def _plugin_layer(waited, settings):
-    capabilities = 'CAP_SYS_ADMIN' if plugin_needs_sys_admin(settings) else 'no capabilities'
+def _plugin_capabilities(pod):
+    """The capabilities the pod's plugin container adds, as the API has its spec."""
+    for container in _mapping(pod.get('spec')).get('containers') or []:
+        if container.get('name') == PLUGIN_CONTAINER:
+            added = _mapping(_mapping(container.get('securityContext')).get('capabilities')).get('add') or []
+            return ', '.join('CAP_' + str(name) for name in added) or 'no capabilities'
+    return 'capabilities not read'
+
+
+def _plugin_layer(pod, waited, settings):
+    capabilities = _plugin_capabilities(pod)
     return ("Layer: device plugin. No pod of the current template (image %s, configuration\n%s) is Ready on the node: an "
             "image that cannot be pulled, a rolling update stuck on another node, a\nmissing host directory, or a plugin "
             "that cannot initialise NVML because the container runtime gave its own container no GPU\n(RuntimeClass %s; "
@@ -478,6 +505,6 @@ def diagnosis(pods, node, log_lines, plugin_current, waited, settings):
         lines.append(_scheduling_layer(settings))
     else:
         lines.append(_pod_line(pods[0]))
-        lines.append(_registration_layer(waited, settings) if plugin_current else _plugin_layer(waited, settings))
+        lines.append(_registration_layer(waited, settings) if plugin_current else _plugin_layer(pods[0], waited, settings))
         lines.append('Last log lines: %s' % ' | '.join(str(line) for line in log_lines))
     return '\n'.join(lines).strip()

@@ -411,6 +411,11 @@ def _named_config_problems(s):
                    'gpu_node_join_device_plugin_config: with named configurations the shared configuration never '
                    'shares GPUs, so that changing a group\'s sharing restarts only that group\'s plugin. Name the '
                    'configuration of the nodes that share their GPUs.' % _text(s['gpu_node_join_time_slicing_replicas']))
+    if named and not name and s['gpu_node_join_mig_strategy'] != 'none':
+        out.append('gpu_node_join_mig_strategy=%s with gpu_node_join_device_plugin_named_configs=true needs '
+                   'gpu_node_join_device_plugin_config: with named configurations the shared configuration runs MIG '
+                   'strategy none, so that changing a group\'s MIG strategy restarts only that group\'s plugin. Name the '
+                   'configuration of the nodes whose GPUs are partitioned, or use none.' % _text(s['gpu_node_join_mig_strategy']))
     if name and (name == 'default' or not _matches(LABEL_VALUE, _text(name))):
         out.append("gpu_node_join_device_plugin_config=%s is not allowed: use '' (the shared configuration) or a name "
                    "other than 'default' of at most 63 letters, digits, '-', '_' and '.', alphanumeric at both ends (it is "

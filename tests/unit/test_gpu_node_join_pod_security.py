@@ -54,11 +54,13 @@ SMOKE_CASES = {
     "mig_mixed": ("nvidia.com/mig-1g.10gb", {"runtime_class": True}),
 }
 PLUGIN = {"dir": "/var/lib/kubelet/device-plugins", "slug": "var-lib-kubelet-device-plugins"}
+# (settings, whether some configuration runs a MIG strategy)
 PLUGIN_CASES = {
-    "volume_mounts": {},
-    "cdi_annotations": {"device_list_strategy": "cdi-annotations"},
-    "envvar_without_mig": {"device_list_strategy": "envvar"},
-    "named_configurations": {"named_configs": True},
+    "volume_mounts": ({}, False),
+    "cdi_annotations": ({"device_list_strategy": "cdi-annotations"}, False),
+    "envvar_without_mig": ({"device_list_strategy": "envvar"}, False),
+    "envvar_with_mig": ({"device_list_strategy": "envvar"}, True),
+    "named_configurations": ({"named_configs": True}, False),
 }
 
 
@@ -76,7 +78,7 @@ def test_the_smoke_test_pod_needs_no_more_than_baseline(case):
 
 @pytest.mark.parametrize("case", sorted(PLUGIN_CASES))
 def test_the_device_plugin_needs_privileged_for_its_host_directory(case):
-    daemonset = manifests.daemonset(PLUGIN, "0" * 64, _settings(**PLUGIN_CASES[case]))
+    daemonset = manifests.daemonset(PLUGIN, "0" * 64, PLUGIN_CASES[case][1], _settings(**PLUGIN_CASES[case][0]))
     assert daemonset["metadata"]["name"] == "nvidia-device-plugin-var-lib-kubelet-device-plugins"
     problems = baseline_problems(daemonset["spec"]["template"])
     assert problems[0] == "spec.volumes[0] (device-plugins) is a hostPath volume"
@@ -96,7 +98,7 @@ def test_the_plugins_namespace_is_labelled_with_the_level_the_plugin_needs():
 
 def test_config_manager_needs_no_more_than_restricted_bar_its_namespace():
     """config-manager's containers add no capability, escalate no privilege and write only their emptyDir."""
-    spec = manifests.daemonset(PLUGIN, "0" * 64, _settings(named_configs=True))["spec"]["template"]["spec"]
+    spec = manifests.daemonset(PLUGIN, "0" * 64, False, _settings(named_configs=True))["spec"]["template"]["spec"]
     for container in [*spec["initContainers"], spec["containers"][1]]:
         assert container["securityContext"] == {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
                                                 "capabilities": {"drop": ["ALL"]}}

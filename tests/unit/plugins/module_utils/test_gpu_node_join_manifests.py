@@ -114,18 +114,46 @@ def test_the_configuration_text(overrides, sharing):
     assert yaml.safe_load(text)["flags"]["migStrategy"] == settings["mig_strategy"]
 
 
-@pytest.mark.parametrize("strategy, mig, needed", [
-    ("envvar", "none", False),
-    ("envvar", "single", True),
-    ("envvar", "mixed", True),
-    ("volume-mounts", "none", True),
-    ("cdi-annotations", "none", True),
+@pytest.mark.parametrize("strategy, mig_monitored, needed", [
+    ("envvar", False, False),
+    ("envvar", True, True),
+    ("volume-mounts", False, True),
+    ("cdi-annotations", False, True),
 ])
-def test_the_plugin_needs_sys_admin_unless_envvar_without_mig(strategy, mig, needed):
-    settings = _settings(device_list_strategy=strategy, mig_strategy=mig)
-    assert manifests.plugin_needs_sys_admin(settings) is needed
-    capabilities = _container(manifests.daemonset(TARGET, SHA, settings))["securityContext"]["capabilities"]
+def test_the_plugin_needs_sys_admin_unless_envvar_without_mig(strategy, mig_monitored, needed):
+    settings = _settings(device_list_strategy=strategy)
+    assert manifests.plugin_needs_sys_admin(settings, mig_monitored) is needed
+    capabilities = _container(manifests.daemonset(TARGET, SHA, mig_monitored, settings))["securityContext"]["capabilities"]
     assert capabilities == ({"drop": ["ALL"], "add": ["SYS_ADMIN"]} if needed else {"drop": ["ALL"]})
+
+
+@pytest.mark.parametrize("text, strategy", [
+    (CONFIG_HEAD.format(mig="mixed", strategy="envvar", ids="uuid"), "mixed"),
+    (CONFIG_HEAD.format(mig="none", strategy="envvar", ids="uuid"), "none"),
+    ("version: v1\nflags:\n  migStrategy: 'single'\n", "single"),
+    ("version: v1\nflags:\n  failOnInitError: true\n", "none"),  # the plugin's default
+    ("", "none"),
+])
+def test_the_mig_strategy_of_a_configuration(text, strategy):
+    assert manifests.config_mig_strategy(text) == strategy
+
+
+@pytest.mark.parametrize("strategies, monitored", [
+    ({"config.yaml": "none"}, False),
+    ({"config.yaml": "single"}, True),
+    ({"default": "none", "dev": "none"}, False),
+    ({"default": "none", "dev": "none", "a100-mig": "mixed"}, True),
+])
+def test_the_daemonset_is_ready_for_mig_when_any_configuration_uses_it(strategies, monitored):
+    """One DaemonSet serves every node group: it gets the MIG monitor devices, and SYS_ADMIN under envvar, when any
+    configuration of its ConfigMap runs a MIG strategy."""
+    settings = _settings(device_list_strategy="envvar", named_configs=len(strategies) > 1)
+    data = {name: manifests.device_plugin_config(_settings(mig_strategy=mig)) for name, mig in strategies.items()}
+    assert manifests.mig_monitored(data) is monitored
+    daemonset = next(item for item in manifests.cluster_objects([TARGET], data, settings) if item["kind"] == "DaemonSet")
+    container = _container(daemonset)
+    assert ({"name": "NVIDIA_MIG_MONITOR_DEVICES", "value": "all"} in container["env"]) is monitored
+    assert ("add" in container["securityContext"]["capabilities"]) is monitored
 
 
 @pytest.mark.parametrize("runtime_class", [False, True])
@@ -156,7 +184,7 @@ def test_the_daemonset_is_named_after_its_directory(slug, name):
 
 def test_the_daemonset_of_a_target():
     settings = _settings(pool_labels={"node-role.kubernetes.io/gpu": "true", "gpufleet.io/device-plugin-dir": "elsewhere"})
-    daemonset = manifests.daemonset(OTHER_TARGET, SHA, settings)
+    daemonset = manifests.daemonset(OTHER_TARGET, SHA, False, settings)
     assert daemonset["metadata"]["name"] == "nvidia-device-plugin-srv-k8s-root-device-plugins"
     labels = {"app.kubernetes.io/name": "nvidia-device-plugin", "gpufleet.io/device-plugin-dir": "srv-K8s_Root-device-plugins"}
     assert daemonset["spec"]["selector"] == {"matchLabels": labels}
@@ -173,14 +201,14 @@ def test_the_daemonset_of_a_target():
     assert container["volumeMounts"][0] == {"name": "device-plugins", "mountPath": "/var/lib/kubelet/device-plugins"}
 
 
-@pytest.mark.parametrize("mig, extra_env, names", [
-    ("none", {}, ["CONFIG_FILE", "NVIDIA_VISIBLE_DEVICES", "NVIDIA_DRIVER_CAPABILITIES"]),
-    ("mixed", {}, ["CONFIG_FILE", "NVIDIA_VISIBLE_DEVICES", "NVIDIA_DRIVER_CAPABILITIES", "NVIDIA_MIG_MONITOR_DEVICES"]),
-    ("none", {"FOO": "bar", "COUNT": 5, "FLAG": True},
+@pytest.mark.parametrize("mig_monitored, extra_env, names", [
+    (False, {}, ["CONFIG_FILE", "NVIDIA_VISIBLE_DEVICES", "NVIDIA_DRIVER_CAPABILITIES"]),
+    (True, {}, ["CONFIG_FILE", "NVIDIA_VISIBLE_DEVICES", "NVIDIA_DRIVER_CAPABILITIES", "NVIDIA_MIG_MONITOR_DEVICES"]),
+    (False, {"FOO": "bar", "COUNT": 5, "FLAG": True},
      ["CONFIG_FILE", "NVIDIA_VISIBLE_DEVICES", "NVIDIA_DRIVER_CAPABILITIES", "FOO", "COUNT", "FLAG"]),
 ])
-def test_the_plugins_environment(mig, extra_env, names):
-    env = _container(manifests.daemonset(TARGET, SHA, _settings(mig_strategy=mig, extra_env=extra_env)))["env"]
+def test_the_plugins_environment(mig_monitored, extra_env, names):
+    env = _container(manifests.daemonset(TARGET, SHA, mig_monitored, _settings(extra_env=extra_env)))["env"]
     assert [variable["name"] for variable in env] == names
     assert all(isinstance(variable["value"], str) for variable in env)
     if extra_env:  # strings, as the API wants them
@@ -194,7 +222,7 @@ def test_the_plugins_environment(mig, extra_env, names):
      ["device-plugins", "config", "cdi-root", "host-lib"], ["device-plugins", "config", "cdi-root", "host-lib"]),
 ])
 def test_the_plugins_volumes(strategy, extra_volumes, mounts, volumes):
-    daemonset = manifests.daemonset(TARGET, SHA, _settings(device_list_strategy=strategy, extra_volumes=extra_volumes))
+    daemonset = manifests.daemonset(TARGET, SHA, False, _settings(device_list_strategy=strategy, extra_volumes=extra_volumes))
     spec = daemonset["spec"]["template"]["spec"]
     assert [mount["name"] for mount in _container(daemonset)["volumeMounts"]] == mounts
     assert [volume["name"] for volume in spec["volumes"]] == volumes
@@ -239,11 +267,14 @@ def test_without_named_configurations_the_one_configuration_is_every_nodes():
         "config.yaml": manifests.device_plugin_config(sliced)}
 
 
-def test_with_named_configurations_the_shared_one_never_slices():
+def test_with_named_configurations_the_shared_one_never_slices_nor_serves_mig():
     """Every host knows the shared configuration (and the DaemonSet's hash) from the settings the fleet agrees on,
-    whatever its own time-slicing is."""
-    assert manifests.shared_config(SLICED) == manifests.shared_config(NAMED) == manifests.device_plugin_config(SETTINGS)
+    whatever its own time-slicing and MIG strategy are."""
+    partitioned = _settings(named_configs=True, mig_strategy="single")
+    assert (manifests.shared_config(SLICED) == manifests.shared_config(NAMED) == manifests.shared_config(partitioned)
+            == manifests.device_plugin_config(SETTINGS))
     assert "timeSlicing" in manifests.device_plugin_config(SLICED)
+    assert manifests.config_mig_strategy(manifests.device_plugin_config(partitioned)) == "single"
 
 
 def test_the_configmap_keeps_what_nodes_outside_the_run_select_and_drops_the_rest():
@@ -308,14 +339,14 @@ def test_named_configurations_run_nvidias_config_manager_beside_the_plugin():
     ("[fd00::2]:6443", "fd00::2", "6443"),
 ])
 def test_config_manager_can_be_given_the_api_server(api_server, host, port):
-    daemonset = manifests.daemonset(TARGET, SHA, _settings(named_configs=True, config_manager_api_server=api_server))
+    daemonset = manifests.daemonset(TARGET, SHA, False, _settings(named_configs=True, config_manager_api_server=api_server))
     for container in daemonset["spec"]["template"]["spec"]["containers"][1:]:
         env = {item["name"]: item.get("value") for item in container["env"]}
         assert (env["KUBERNETES_SERVICE_HOST"], env["KUBERNETES_SERVICE_PORT"]) == (host, port)
 
 
 def test_without_named_configurations_no_identity_and_no_config_manager():
-    daemonset = manifests.daemonset(TARGET, SHA, SETTINGS)
+    daemonset = manifests.daemonset(TARGET, SHA, False, SETTINGS)
     spec = daemonset["spec"]["template"]["spec"]
     assert "serviceAccountName" not in spec and "initContainers" not in spec and len(spec["containers"]) == 1
     assert {"name": "CONFIG_FILE", "value": "/etc/nvidia-device-plugin/config.yaml"} in _container(daemonset)["env"]
@@ -325,6 +356,8 @@ WAITED = {"node_name": "gpu-1", "timeout": 300, "expected": {"nvidia.com/gpu": 8
           "kubelet_root_dir": "/var/lib/kubelet", "config_sha256": SHA}
 NODE = {"resources": [{"status": {"allocatable": {"cpu": "64", "nvidia.com/gpu": "0", "nvidiaXcom/odd": "1"}}}]}
 POD = {"metadata": {"name": "nvidia-device-plugin-abcde"},
+       "spec": {"containers": [{"name": "nvidia-device-plugin-ctr",
+                                "securityContext": {"capabilities": {"drop": ["ALL"], "add": ["SYS_ADMIN"]}}}]},
        "status": {"phase": "Running", "containerStatuses": [
            {"name": "nvidia-device-plugin-ctr", "ready": False, "state": {"waiting": {"reason": "CrashLoopBackOff"}}}]}}
 LOG = {"log_lines": ["I0101 starting", "E0101 could not load NVML"]}
@@ -361,13 +394,21 @@ def test_the_diagnosis_names_the_layer(pods, log, current, message):
     assert gpu_node_join_diagnosis({"resources": pods}, NODE, log, current, WAITED, SETTINGS) == message
 
 
-@pytest.mark.parametrize("overrides, part", [
-    ({"runtime_class": True}, "(RuntimeClass nvidia; device-list strategy\n"),
-    ({"device_list_strategy": "envvar"}, "the plugin runs with no capabilities\n"),
-    ({"device_list_strategy": "envvar", "mig_strategy": "single"}, "the plugin runs with CAP_SYS_ADMIN\n"),
+def _pod_adding(capabilities):
+    return {**POD, "spec": {"containers": [
+        {"name": "nvidia-device-plugin-sidecar", "securityContext": {"capabilities": {"drop": ["ALL"]}}},
+        {"name": "nvidia-device-plugin-ctr", "securityContext": {"capabilities": {"drop": ["ALL"], "add": capabilities}}}]}}
+
+
+@pytest.mark.parametrize("overrides, pod, part", [
+    ({"runtime_class": True}, POD, "(RuntimeClass nvidia; device-list strategy\n"),
+    ({"device_list_strategy": "envvar"}, _pod_adding([]), "the plugin runs with no capabilities\n"),
+    # what the pod runs with, not what this node's settings ask: another group's MIG strategy gave the DaemonSet SYS_ADMIN
+    ({"device_list_strategy": "envvar"}, _pod_adding(["SYS_ADMIN"]), "the plugin runs with CAP_SYS_ADMIN\n"),
+    ({}, {key: value for key, value in POD.items() if key != "spec"}, "the plugin runs with capabilities not read\n"),
 ])
-def test_the_diagnosis_of_a_plugin_not_current_names_its_settings(overrides, part):
-    assert part in gpu_node_join_diagnosis({"resources": [POD]}, NODE, LOG, False, WAITED, _settings(**overrides))
+def test_the_diagnosis_of_a_plugin_not_current_names_its_settings(overrides, pod, part):
+    assert part in gpu_node_join_diagnosis({"resources": [pod]}, NODE, LOG, False, WAITED, _settings(**overrides))
 
 
 def test_the_diagnosis_of_a_current_plugin_names_the_runtime_class():

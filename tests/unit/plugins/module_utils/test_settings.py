@@ -69,6 +69,11 @@ def test_the_rules_see_the_converted_settings():
     assert problems_of('gpu_node_join', gpu_node_join_time_slicing_replicas='3') == []
 
 
+def test_a_named_configuration_may_serve_mig_devices():
+    assert problems_of('gpu_node_join', gpu_node_join_device_plugin_named_configs=True, gpu_node_join_device_plugin_config='mig',
+                       gpu_node_join_mig_strategy='mixed') == []
+
+
 def test_a_named_configuration_may_time_slice():
     assert problems_of('gpu_node_join', gpu_node_join_device_plugin_named_configs=True, gpu_node_join_device_plugin_config='dev',
                        gpu_node_join_time_slicing_replicas=2, gpu_node_join_device_plugin_api_server='[fd00::1]:6443') == []
@@ -356,6 +361,9 @@ def test_an_invalid_tier_regex_is_reported_as_such():
      ['gpu_node_join_device_plugin_config=dev shared is not allowed', 'at most 63']),
     ({'gpu_node_join_device_plugin_named_configs': True, 'gpu_node_join_time_slicing_replicas': 2},
      ['gpu_node_join_time_slicing_replicas=2 with gpu_node_join_device_plugin_named_configs=true needs gpu_node_join_device_plugin_config']),
+    ({'gpu_node_join_device_plugin_named_configs': True, 'gpu_node_join_mig_strategy': 'single'},
+     ['gpu_node_join_mig_strategy=single with gpu_node_join_device_plugin_named_configs=true needs gpu_node_join_device_plugin_config',
+      'MIG strategy none']),
     ({'gpu_node_join_device_plugin_api_server': 'https://10.0.0.2:6443'},
      ['gpu_node_join_device_plugin_api_server=https://10.0.0.2:6443 is not allowed', 'HOST:PORT']),
 ])
