@@ -46,4 +46,6 @@ class FilterModule(object):
             'gpu_node_join_rolling_changes': judge.rolling_changes,
             'gpu_node_join_outside_selections': judge.outside_selections,
             'gpu_node_join_plugin_restart': judge.plugin_restart,
+            'gpu_node_join_rollout_plugin_changes': judge.rollout_plugin_changes,
+            'gpu_node_join_served_target': judge.served_target,
         }

@@ -487,6 +487,30 @@ def outside_selections(live_data, data, selections, settings):
     return out
 
 
+def rollout_plugin_changes(differences, live_data, data, settings):
+    """What a driver rollout's batches would change of the device plugin, one line each ('Kind/name' of an object
+    that restarts the plugin on every GPU node, then each named configuration whose text changes): the batches run
+    this role on each node only after its driver changed, so a rollout must find nothing of it to change."""
+    return (rolling_changes(differences, live_data, data, settings)
+            + ["the device plugin configuration '%s'" % name for name in changed_configs(live_data, data, settings)])
+
+
+def served_target(daemonsets, node, label_prefix):
+    """The plugin target ({dir, slug}) of the DaemonSet that serves ``node``, by the node's
+    C(<label_prefix>/device-plugin-dir) label and that DaemonSet's device-plugins volume, as the API has them; {}
+    when none does."""
+    key = label_prefix + '/device-plugin-dir'
+    slug = _mapping(_mapping(_mapping(node).get('metadata')).get('labels')).get(key)
+    for daemonset in daemonsets or [] if slug else []:
+        template = _mapping(_mapping(_mapping(daemonset).get('spec')).get('template'))
+        if _mapping(_mapping(template.get('metadata')).get('labels')).get(key) != slug:
+            continue
+        for volume in _mapping(template.get('spec')).get('volumes') or []:
+            if volume.get('name') == 'device-plugins' and _mapping(volume.get('hostPath')).get('path'):
+                return {'dir': volume['hostPath']['path'], 'slug': slug}
+    return {}
+
+
 def plugin_restart(node, wanted, changed, settings):
     """Whether the node's device plugin pod must restart for its configuration: it selects another configuration than
     ``wanted`` ('' for the shared one) now, or this run changes the text of the one it selects (``changed``:

@@ -74,7 +74,7 @@ APPLIED = (
 )
 TEMPLATED = {
     ("roles/gpu_node_join/tasks/cluster.yml", "Apply the device plugin's namespace, RuntimeClass, configuration and DaemonSets"): APPLIED,
-    ("roles/gpu_node_join/tasks/cluster_check.yml", "Find out which objects this run would create or change"): APPLIED,
+    ("roles/gpu_node_join/tasks/cluster_dry_run.yml", "Find out which objects this run would create or change"): APPLIED,
     ("roles/gpu_node_join/tasks/smoke.yml", "Start a smoke-test pod with one GPU in its limits"): _calls("Pod", ("create",), "plugin"),
 }
 

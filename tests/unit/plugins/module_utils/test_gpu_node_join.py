@@ -424,7 +424,8 @@ def test_every_judgement_is_a_filter() -> None:
         "gpu_node_join_disagreements", "gpu_node_join_play_clusters", "gpu_node_join_read_of_host", "gpu_node_join_other_stacks",
         "gpu_node_join_cluster_differences", "gpu_node_join_objects_to_apply", "gpu_node_join_config_disagreements",
         "gpu_node_join_config_selections", "gpu_node_join_changed_configs", "gpu_node_join_rolling_changes",
-        "gpu_node_join_outside_selections", "gpu_node_join_plugin_restart"}
+        "gpu_node_join_outside_selections", "gpu_node_join_plugin_restart", "gpu_node_join_rollout_plugin_changes",
+        "gpu_node_join_served_target"}
 
 
 def test_settings_disagreements_name_each_value_and_its_hosts() -> None:
@@ -568,6 +569,41 @@ def test_changed_configs_leave_the_shared_one_to_the_daemonset() -> None:
 ])
 def test_rolling_changes(differences, live, data, settings, rolling) -> None:
     assert judge.rolling_changes(differences, live, data, settings) == rolling
+
+
+@pytest.mark.parametrize("differences, live, data, settings, changes", [
+    ({}, {"default": "a", "dev": "1"}, {"default": "a", "dev": "1"}, NAMED, []),
+    # a named configuration the batches would write, and one they would add
+    ({"ConfigMap/c": ["data"]}, {"default": "a", "dev": "1"}, {"default": "a", "dev": "2", "new": "n"}, NAMED,
+     ["the device plugin configuration 'dev'", "the device plugin configuration 'new'"]),
+    ({"DaemonSet/d": ["spec"], "ConfigMap/c": ["data"]}, {"config.yaml": "a"}, {"config.yaml": "b"}, SINGLE,
+     ["ConfigMap/c", "DaemonSet/d"]),
+    # labels and annotations restart nothing
+    ({"DaemonSet/d": ["labels"]}, {"config.yaml": "a"}, {"config.yaml": "a"}, SINGLE, []),
+])
+def test_a_rollout_changes_nothing_of_the_device_plugin(differences, live, data, settings, changes) -> None:
+    assert judge.rollout_plugin_changes(differences, live, data, settings) == changes
+
+
+def _served_by(slug, path, name="device-plugins"):
+    return {"spec": {"template": {"metadata": {"labels": {"gpufleet.io/device-plugin-dir": slug}},
+                                  "spec": {"volumes": [{"name": "config", "configMap": {"name": "c"}},
+                                                       {"name": name, "hostPath": {"path": path}}]}}}}
+
+
+@pytest.mark.parametrize("labels, daemonsets, target", [
+    ({"gpufleet.io/device-plugin-dir": "data-kubelet-device-plugins"},
+     [_served_by("var-lib-kubelet-device-plugins", "/var/lib/kubelet/device-plugins"),
+      _served_by("data-kubelet-device-plugins", "/data/kubelet/device-plugins")],
+     {"dir": "/data/kubelet/device-plugins", "slug": "data-kubelet-device-plugins"}),
+    ({}, [_served_by("var-lib-kubelet-device-plugins", "/var/lib/kubelet/device-plugins")], {}),
+    ({"gpufleet.io/device-plugin-dir": "elsewhere"}, [_served_by("var-lib-kubelet-device-plugins", "/x")], {}),
+    ({"gpufleet.io/device-plugin-dir": "s"}, [_served_by("s", "/x", name="other")], {}),
+    ({"gpufleet.io/device-plugin-dir": "s"}, [], {}),
+])
+def test_the_target_that_serves_a_node_is_read_from_the_api(labels, daemonsets, target) -> None:
+    node = {"metadata": {"name": "gpu-1", "labels": labels}}
+    assert judge.served_target(daemonsets, node, "gpufleet.io") == target
 
 
 def test_outside_selections_name_the_nodes_a_changed_configuration_would_leave_behind() -> None:
